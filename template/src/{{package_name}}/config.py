@@ -1,0 +1,234 @@
+"""Typed configuration: YAML file, then ``--set key=value`` overrides, then checks.
+
+Every key has a type and a default here; the YAML file and the command line
+may only change values. A typo or a wrong type is refused with the nearest
+valid key, never silently ignored. (Written by hand rather than with OmegaConf
+so that every error is one line that names the fix.)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+
+CONFIG_VERSION = 1
+
+
+@dataclass
+class DataConfig:
+    root: str = "data/sample"  # holds train/ and val/ in ImageFolder layout
+    format: str = "image"  # image (ImageFolder) | npy (DatasetFolder of .npy arrays)
+    image_size: int = 64
+    batch_size: int = 32
+    num_workers: int = 2
+    augment: bool = True  # random resized crop + horizontal flip for training
+    crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
+    eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
+
+
+@dataclass
+class ModelConfig:
+    name: str = "simple_cnn"  # simple_cnn or a torchvision classifier (resnet18, ...)
+    widths: list[int] = field(default_factory=lambda: [32, 64, 128])  # simple_cnn stages
+    blocks_per_stage: int = 2  # simple_cnn conv blocks per stage
+    dropout: float = 0.2  # before the classification head
+    pretrained_weights: str | None = None  # local state_dict file; never downloaded
+    freeze_backbone: bool = False
+    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
+    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+
+
+@dataclass
+class OptimConfig:
+    name: str = "sgd"  # sgd | adamw
+    lr: float = 0.1
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 5e-4  # never applied to biases and norm parameters
+    backbone_lr_scale: float = 1.0  # backbone lr = lr * scale; the head gets lr
+    scheduler: str = "cosine"  # cosine | step
+    warmup_epochs: float = 1.0  # linear warmup, counted in optimizer steps
+    warmup_start_factor: float = 0.1
+    min_lr_ratio: float = 0.0  # cosine ends at lr * ratio
+    step_epochs: int = 5  # step: multiply by gamma every step_epochs
+    gamma: float = 0.1
+    label_smoothing: float = 0.0
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 15
+    seed: int = 0
+    deterministic: bool = False
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    parallel: str = "auto"  # auto | none | dp
+    out_dir: str = "runs/default"
+    log_every: int = 20  # optimizer steps between host syncs for the progress bar
+    progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
+    grad_clip_norm: float = 0.0  # 0 turns clipping off
+
+
+@dataclass
+class Config:
+    version: int = CONFIG_VERSION
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only, so that checkpoints load with ``weights_only=True``."""
+        return dataclasses.asdict(self)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.format": ("image", "npy"),
+    "optim.name": ("sgd", "adamw"),
+    "optim.scheduler": ("cosine", "step"),
+    "train.precision": ("auto", "fp32", "bf16", "fp16"),
+    "train.parallel": ("auto", "none", "dp"),
+}
+POSITIVE = ("data.image_size", "data.batch_size", "optim.lr", "train.epochs", "train.log_every")
+NON_NEGATIVE = (
+    "data.num_workers",
+    "optim.momentum",
+    "optim.weight_decay",
+    "optim.backbone_lr_scale",
+    "optim.warmup_epochs",
+    "optim.min_lr_ratio",
+    "train.grad_clip_norm",
+)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    base: dict[str, Any] | None = None,
+) -> Config:
+    """Defaults, then the YAML file (or ``base``, e.g. a checkpoint's config), then overrides, then checks."""
+    raw: dict[str, Any] = copy.deepcopy(base) if base is not None else {}
+    if path:
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"config file {path} not found: pass --config with an existing YAML file")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            reason = exc.__class__.__name__
+            raise UserError(f"config file {path} is not valid YAML ({reason}): fix its syntax") from None
+        if not isinstance(raw, dict):
+            raise UserError(f"config file {path} must hold a mapping of sections (data:, model:, ...)")
+    for item in overrides:
+        key, value = parse_override(item)
+        set_dotted(raw, key, value)
+    return config_from_dict(raw)
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    config = _build(Config, raw, prefix="")
+    if config.version > CONFIG_VERSION:
+        raise UserError(
+            f"config version {config.version} is newer than this code understands ({CONFIG_VERSION}): "
+            "update the project with `copier update`"
+        )
+    validate(config)
+    return config
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {item!r} is malformed: write --set section.key=value, e.g. --set optim.lr=0.01")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.strip(), value
+
+
+def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = raw
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"--set {key}: {part!r} is a value, not a section")
+        node = child
+    node[leaf] = value
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(raw, dict):
+        raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in hints:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
+            raise UserError(f"unknown config key {prefix}{key}: {hint}")
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            values[key] = _build(kind, value, f"{prefix}{key}.")
+        else:
+            values[key] = _coerce(value, kind, f"{prefix}{key}")
+    return cls(**values)
+
+
+def _coerce(value: Any, kind: Any, key: str) -> Any:
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (kind,) = [a for a in args if a is not type(None)]
+        return _coerce(value, kind, key)
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise UserError(f"{key} must be a list, got {value!r}: write e.g. {key}=[1,2,3]")
+        return [_coerce(v, args[0], key) for v in value]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is str and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise UserError(f"{key} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def validate(config: Config) -> None:
+    for key, allowed in CHOICES.items():
+        if get_dotted(config, key) not in allowed:
+            raise UserError(f"{key} is {get_dotted(config, key)!r}: choose one of {', '.join(allowed)}")
+    for key in POSITIVE:
+        if get_dotted(config, key) <= 0:
+            raise UserError(f"{key} must be greater than 0, got {get_dotted(config, key)}")
+    for key in NON_NEGATIVE:
+        if get_dotted(config, key) < 0:
+            raise UserError(f"{key} must not be negative, got {get_dotted(config, key)}")
+    if not 0 <= config.model.dropout < 1:
+        raise UserError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
+    if not 0 < config.data.crop_scale_min <= 1 or not 0 < config.data.eval_crop_ratio <= 1:
+        raise UserError("data.crop_scale_min and data.eval_crop_ratio must be in (0, 1]")
+    if not config.model.widths or min(config.model.widths) <= 0 or config.model.blocks_per_stage <= 0:
+        raise UserError("model.widths must be a non-empty list of positive ints and model.blocks_per_stage > 0")
+    if len(config.model.mean) != len(config.model.std) or min(config.model.std) <= 0:
+        raise UserError("model.mean and model.std need one value per channel, std > 0")
+
+
+def get_dotted(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config

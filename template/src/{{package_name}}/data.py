@@ -1,0 +1,142 @@
+"""Folder datasets, transforms and loaders.
+
+Images stay uint8 from disk to device (4x less to copy than float32); the
+model converts and normalizes them with its own buffers (see model.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+from torchvision import datasets
+from torchvision.transforms import v2
+
+from .config import Config, DataConfig
+from .errors import UserError
+
+NPY_EXTENSIONS = (".npy",)
+
+
+def load_npy(path: str) -> np.ndarray:
+    """DatasetFolder loader for H x W x C (or H x W) arrays; pickles are refused."""
+    array = np.load(path, allow_pickle=False)
+    if array.ndim == 2:
+        array = np.repeat(array[:, :, None], 3, axis=2)
+    return array
+
+
+def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
+    """P1 + transforms v2: random crop and flip for training, a fixed crop for evaluation."""
+    size = cfg.image_size
+    if train and cfg.augment:
+        steps: list[Any] = [
+            v2.ToImage(),
+            v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
+            v2.RandomHorizontalFlip(),
+        ]
+    else:
+        steps = [
+            v2.ToImage(),
+            v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True),
+            v2.CenterCrop(size),
+        ]
+    return v2.Compose([*steps, v2.ToPureTensor()])
+
+
+def folder_dataset(root: Path, cfg: DataConfig, train: bool, allow_empty: bool = False) -> datasets.DatasetFolder:
+    """P1: ImageFolder for images, DatasetFolder with a loader for .npy files."""
+    transform = build_transform(cfg, train)
+    try:
+        if cfg.format == "npy":
+            return datasets.DatasetFolder(
+                str(root), loader=load_npy, extensions=NPY_EXTENSIONS, transform=transform, allow_empty=allow_empty
+            )
+        return datasets.ImageFolder(str(root), transform=transform, allow_empty=allow_empty)
+    except FileNotFoundError as exc:
+        raise UserError(f"{root}: {exc} Put files of that kind in every class folder, or remove it.") from None
+
+
+def build_datasets(cfg: Config) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
+    """Train and val sets that share the training set's ``class_to_idx``.
+
+    A class missing from val/ must not shift the labels of the others, so val
+    is relabelled with the training indices.
+    """
+    root = Path(cfg.data.root)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise UserError(
+                f"{root / split} not found: data.root must hold train/ and val/ with one folder per class "
+                f"(make a sample with `sample-data {root}`)"
+            )
+    train_set = folder_dataset(root / "train", cfg.data, train=True)
+    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True)
+    align_classes(val_set, train_set.class_to_idx)
+    return train_set, val_set
+
+
+def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int]) -> None:
+    unknown = sorted(set(dataset.classes) - set(class_to_idx))
+    if unknown:
+        raise UserError(
+            f"{dataset.root} has classes that train/ lacks: {', '.join(unknown)}; add them to train/ or remove them"
+        )
+    own = dataset.classes
+    dataset.samples = [(path, class_to_idx[own[target]]) for path, target in dataset.samples]
+    dataset.imgs = dataset.samples
+    dataset.targets = [target for _, target in dataset.samples]
+    dataset.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
+    dataset.class_to_idx = dict(class_to_idx)
+
+
+class ResumableSampler(Sampler[int]):
+    """Shuffles with a permutation derived from (seed, epoch) alone.
+
+    Because the order depends on nothing else, a resumed run sees exactly the
+    data order of an uninterrupted one, and can start at an offset inside it.
+    """
+
+    def __init__(self, length: int, seed: int, shuffle: bool = True) -> None:
+        self.length = length
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch = 0
+        self.start = 0
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        self.epoch = epoch
+        self.start = start
+
+    def order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.length))
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.length, generator=generator).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order()[self.start :])
+
+    def __len__(self) -> int:
+        return self.length - self.start
+
+
+def build_loader(dataset: Dataset, cfg: Config, device: torch.device, train: bool) -> DataLoader:
+    sampler = ResumableSampler(len(dataset), cfg.train.seed, shuffle=train)  # type: ignore[arg-type]
+    workers = cfg.data.num_workers
+    return DataLoader(
+        dataset,
+        batch_size=cfg.data.batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=workers > 0,
+        drop_last=train and len(dataset) > cfg.data.batch_size,  # type: ignore[arg-type]
+        # Each worker's torch, random and NumPy seeds derive from this generator
+        # (DataLoader seeds all three), so workers never repeat each other's draws.
+        generator=torch.Generator().manual_seed(cfg.train.seed),
+    )

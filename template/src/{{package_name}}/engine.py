@@ -1,0 +1,107 @@
+"""One training epoch and one evaluation pass.
+
+Loss and accuracy are summed on the device; the host waits for the device
+(``.item()``) only every ``log_every`` steps and at the end (P5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from .distributed import autocast
+
+
+def train_one_epoch(
+    model: nn.Module,
+    loader: DataLoader,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scaler: torch.amp.GradScaler,
+    criterion: nn.Module,
+    device: torch.device,
+    precision: str,
+    *,
+    epoch: int,
+    log_every: int = 20,
+    progress: bool = False,
+    grad_clip_norm: float = 0.0,
+    on_step: Callable[[int, torch.Tensor], None] | None = None,
+) -> dict[str, Any]:
+    model.train()  # P11
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    seen = 0
+    start = time.perf_counter()
+    bar = tqdm(loader, desc=f"epoch {epoch}", disable=not progress, leave=False, dynamic_ncols=True)
+    for step, (images, targets) in enumerate(bar, start=1):
+        # P6: one device, asynchronous copies from pinned memory.
+        images = images.to(device, non_blocking=True)
+        targets = targets.to(device, non_blocking=True)
+        with autocast(device, precision):
+            logits = model(images)
+            loss = criterion(logits, targets)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if grad_clip_norm > 0:
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()  # P12: the schedule advances per optimizer step
+        batch = targets.shape[0]
+        loss_sum += loss.detach() * batch  # P5: detach, no host sync
+        correct += (logits.detach().argmax(1) == targets).sum()
+        seen += batch
+        if step % log_every == 0:
+            bar.set_postfix(loss=f"{loss_sum.item() / seen:.4f}", lr=f"{optimizer.param_groups[-1]['lr']:.2e}")
+        if on_step is not None:
+            on_step(step, images)
+    bar.close()
+    seconds = time.perf_counter() - start
+    seen = max(seen, 1)
+    return {
+        "train_loss": loss_sum.item() / seen,
+        "train_acc": correct.item() / seen,
+        "images_per_second": seen / seconds if seconds > 0 else 0.0,
+        "epoch_seconds": seconds,
+    }
+
+
+def evaluate(
+    model: nn.Module,
+    loader: DataLoader,
+    criterion: nn.Module,
+    device: torch.device,
+    precision: str,
+    num_classes: int,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix."""
+    model.eval()  # P11: dropout off, batch-norm statistics frozen
+    loss_sum = torch.zeros((), device=device)
+    confusion = torch.zeros(num_classes * num_classes, device=device, dtype=torch.long)
+    with torch.inference_mode():  # P11: no graph is built
+        for images, targets in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+            images = images.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            with autocast(device, precision):
+                logits = model(images)
+            loss_sum += criterion(logits.float(), targets) * targets.shape[0]
+            confusion += torch.bincount(targets * num_classes + logits.argmax(1), minlength=num_classes**2)
+    matrix = confusion.view(num_classes, num_classes).cpu()  # rows: true class, columns: predicted
+    total = int(matrix.sum())
+    per_class = matrix.diag() / matrix.sum(1).clamp(min=1)
+    return {
+        "val_loss": loss_sum.item() / max(total, 1),
+        "val_acc": float(matrix.diag().sum()) / max(total, 1),
+        "per_class_acc": per_class.tolist(),
+        "confusion": matrix,
+        "count": total,
+    }
