@@ -1,0 +1,38 @@
+# The two entry points in README.md: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO := demo-project
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint env clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $@
+
+# Generate demo-project/ from this checkout, make the sample data, train on it.
+demo: $(STAMP)
+	rm -rf $(DEMO)
+	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="Demo Project" . $(DEMO)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e $(DEMO)
+	cd $(DEMO) && ../$(BIN)/python -m demo_project sample-data data/sample
+	cd $(DEMO) && ../$(BIN)/python -m demo_project train --config configs/default.yaml
+	@echo
+	@echo "Outputs: $(DEMO)/runs/default (last.pt, best.pt, metrics.jsonl, train_batch.png)"
+	@$(BIN)/python -c "import json; r = [json.loads(l) for l in open('$(DEMO)/runs/default/metrics.jsonl')]; \
+		print(f'Final validation accuracy: {100 * r[-1][\"val_acc\"]:.1f}% (best {100 * max(x[\"val_acc\"] for x in r):.1f}%) after {r[-1][\"epoch\"]} epochs')"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache

@@ -1,0 +1,111 @@
+"""Shared fixtures: a tagged git copy of the template, and projects generated from it.
+
+copier needs the template to be a git repository with version tags (for
+``_commit`` in the answers file and, later, ``copier update``), so the tests
+build one in a temporary folder from this checkout's files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from copier import run_copy
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "torch-scaffold tests",
+    "GIT_AUTHOR_EMAIL": "tests@torch-scaffold.invalid",
+    "GIT_COMMITTER_NAME": "torch-scaffold tests",
+    "GIT_COMMITTER_EMAIL": "tests@torch-scaffold.invalid",
+}
+DEFAULT_ANSWERS = {"project_name": "X", "project_slug": "x", "package_name": "x_pkg"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def git_identity() -> Iterator[None]:
+    """copier commits and tags in temporary repositories; git needs to know who does."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in GIT_IDENTITY.items():
+            patch.setenv(key, value)
+        patch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user settings (signing, hooks) leak in
+        yield
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def make_template_repo(dest: Path, tag: str = "v1") -> Path:
+    """Copy copier.yml and template/ into a fresh git repository tagged ``tag``."""
+    dest.mkdir(parents=True)
+    shutil.copy2(REPO / "copier.yml", dest / "copier.yml")
+    shutil.copytree(REPO / "template", dest / "template", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    git(dest, "init", "--quiet", "--initial-branch=main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "--quiet", "-m", f"template {tag}")
+    git(dest, "tag", tag)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_template_repo(tmp_path_factory.mktemp("template") / "repo")
+
+
+def generate(template: Path, dest: Path, **answers: object) -> Path:
+    """copier's Python API, non-interactive, as a user's script would call it."""
+    run_copy(
+        str(template),
+        dest,
+        data={**DEFAULT_ANSWERS, **answers},
+        defaults=True,
+        unsafe=True,
+        quiet=True,
+        vcs_ref="v1",
+    )
+    return dest
+
+
+def copier_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The real ``copier`` command, with no terminal and no stdin, as in CI."""
+    return subprocess.run(
+        [str(BIN / "copier"), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+    )
+
+
+@pytest.fixture(scope="session")
+def project(template_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project of the issue's command line: copier copy --trust --defaults -d ... <template> DEST."""
+    dest = tmp_path_factory.mktemp("generated") / "x"
+    result = copier_cli(
+        "copy", "--trust", "--defaults",
+        "-d", "project_name=X", "-d", "project_slug=x", "-d", "package_name=x_pkg",
+        str(template_repo), str(dest),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return dest
+
+
+def run_in(project: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """Run a command in a generated project, its package importable from src/ as after an install."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        list(args), cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout
+    )
+
+
+def x_pkg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m x_pkg ARGS`` in the default generated project."""
+    return run_in(project, sys.executable, "-m", "x_pkg", *args)
+
+
+def check(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"{result.args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout

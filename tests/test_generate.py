@@ -1,0 +1,81 @@
+"""A generated project is complete, rendered, lint-clean, installable, and passes its own tests."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .conftest import BIN, REPO, check, generate, run_in
+
+MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
+inference checkpoint distributed reporting errors"""
+EXPECTED = [
+    ".copier-answers.yml",
+    ".gitignore",
+    "README.md",
+    "pyproject.toml",
+    "configs/default.yaml",
+    "tests/conftest.py",
+    *(f"src/x_pkg/{name}.py" for name in MODULES.split()),
+]
+
+
+def test_cli_copy_makes_every_file(project: Path) -> None:
+    for name in EXPECTED:
+        assert (project / name).is_file(), name
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["_commit"] == "v1"
+    assert answers["package_name"] == "x_pkg"
+    assert answers["_src_path"]
+
+
+def test_nothing_is_left_unrendered(project: Path) -> None:
+    for path in project.rglob("*"):
+        if path.is_file():
+            assert not path.name.endswith(".jinja"), path
+            text = path.read_text()
+            assert "{{" not in text and "{%" not in text, path
+
+
+def test_api_copy_matches_cli_copy(template_repo: Path, project: Path, tmp_path: Path) -> None:
+    dest = generate(template_repo, tmp_path / "x")
+    for name in EXPECTED:
+        if name != ".copier-answers.yml":
+            assert (dest / name).read_text() == (project / name).read_text(), name
+
+
+def test_ruff_is_clean(project: Path) -> None:
+    check(run_in(project, str(BIN / "ruff"), "check", "--no-cache", "."))
+    check(run_in(project, str(BIN / "ruff"), "format", "--check", "--no-cache", "."))
+
+
+def test_project_tests_pass(project: Path) -> None:
+    out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+    assert " passed" in out and " failed" not in out
+
+
+def test_project_installs_with_its_console_script(project: Path, tmp_path: Path) -> None:
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    check(run_in(project, *pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), "."))
+    (wheel,) = (tmp_path / "dist").glob("x-0.1.0-*.whl")
+    site = tmp_path / "site"
+    check(run_in(project, *pip, "install", "--no-deps", "--target", str(site), str(wheel)))
+    env_run = subprocess.run(
+        [str(site / "bin" / "x"), "--help"],
+        env={"PYTHONPATH": str(site), "PATH": str(BIN)},
+        capture_output=True,
+        text=True,
+    )
+    assert env_run.returncode == 0, env_run.stderr
+    assert "sample-data" in env_run.stdout
+
+
+def test_template_code_is_plain_python() -> None:
+    """Package files carry no Jinja, so they lint in place and merge cleanly on update."""
+    package = REPO / "template" / "src" / "{{package_name}}"
+    files = sorted(package.glob("*"))
+    assert files
+    for path in files:
+        assert path.suffix == ".py", path
+        assert "{{" not in path.read_text() and "{%" not in path.read_text(), path
