@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -46,11 +48,55 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` survive a power cut, not only a crash."""
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def link_atomically(source: Path, target: Path) -> None:
+    """Make ``target`` name the same finished file as ``source``, atomically.
+
+    A hard link costs no copy; where links are not supported, a copy is made.
+    Checkpoint files are never changed in place, so sharing one is safe.
+    """
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.link.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copy2(source, tmp)
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+
+
+def history(out_dir: Path) -> list[Path]:
+    """Older checkpoints kept by ``train.keep_last``, oldest first."""
+    return sorted(out_dir.glob("ckpt-e*-s*.pt"))
+
+
+def save_run_checkpoint(state: dict[str, Any], out_dir: Path, keep_last: int = 0) -> Path:
+    """Write ``out_dir/last.pt``; with ``keep_last`` > 0 keep that many older ones too.
+
+    The new file is complete on disk before any older one is removed, so a
+    run always has at least one intact checkpoint.
+    """
+    last = out_dir / "last.pt"
+    if keep_last <= 0:
+        save_checkpoint(state, last)
+        return last
+    numbered = out_dir / f"ckpt-e{state['epoch']:04d}-s{state['global_step']:08d}.pt"
+    save_checkpoint(state, numbered)
+    link_atomically(numbered, last)
+    for old in history(out_dir)[: -(keep_last + 1)]:
+        old.unlink()
+    return last
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -121,14 +167,52 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
-def resume_path(resume: str | None, out_dir: str | Path) -> Path | None:
-    """``auto``: ``out_dir/last.pt`` when it exists, else a fresh start."""
+def find_resume_state(resume: str | None, out_dir: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint to continue from, read; None for a fresh start.
+
+    ``auto``: ``out_dir/last.pt``, or, if that is damaged, the newest intact
+    checkpoint kept by ``train.keep_last``; a fresh start when there is none.
+    A path: that file, which must be intact.
+    """
     if not resume:
         return None
-    if resume == "auto":
-        last = Path(out_dir) / "last.pt"
-        return last if last.is_file() else None
-    path = Path(resume)
-    if not path.is_file():
-        raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
-    return path
+    if resume != "auto":
+        path = Path(resume)
+        if not path.is_file():
+            raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
+        return path, read_checkpoint(path)
+    out_dir = Path(out_dir)
+    candidates = [p for p in [out_dir / "last.pt", *reversed(history(out_dir))] if p.is_file()]
+    for path in candidates:
+        try:
+            return path, read_checkpoint(path)
+        except UserError as exc:
+            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+    if candidates:
+        raise UserError(
+            f"no intact checkpoint in {out_dir}: set train.keep_last to keep older ones, "
+            "or start a new run in another train.out_dir"
+        )
+    return None
+
+
+def load_matching(model: nn.Module, path: str | Path) -> str:
+    """Fine-tuning start: copy the tensors whose names and shapes match; report the rest.
+
+    Meant for ``model.init_from``, where another class list or a changed head
+    is expected; resuming instead demands an exact fit.
+    """
+    state = read_checkpoint(path)
+    weights = dict(state["model"]) if isinstance(state.get("model"), dict) else state
+    for prefix in WRAPPER_PREFIXES:
+        consume_prefix_in_state_dict_if_present(weights, prefix)
+    target = unwrap(model).state_dict()
+    matching = {k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}
+    if not matching:
+        raise UserError(f"model.init_from {path}: no tensor fits this model; check model.name")
+    unwrap(model).load_state_dict(matching, strict=False)
+    skipped = sorted(set(target) - set(matching))
+    shown = ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else "")
+    return f"initialized {len(matching)} of {len(target)} tensors from {path}" + (
+        f"; kept fresh: {shown}" if skipped else ""
+    )

@@ -1,7 +1,8 @@
 """Command line: train | evaluate | predict | sample-data.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
-the traceback instead.
+the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
+next step and exits with status 75 (resume with ``--resume auto``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from .errors import UserError
+from .preemption import EXIT_PREEMPTED, Preempted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Preempted as stop:
+        print(stop, file=sys.stderr)
+        return EXIT_PREEMPTED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -43,6 +43,7 @@ class ModelConfig:
     blocks_per_stage: int = 2  # simple_cnn conv blocks per stage
     dropout: float = 0.2  # before the classification head
     pretrained_weights: str | None = None  # local state_dict file; never downloaded
+    init_from: str | None = None  # a checkpoint to fine-tune from: matching tensors only
     freeze_backbone: bool = False
     mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
     std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
@@ -76,6 +77,8 @@ class TrainConfig:
     log_every: int = 20  # optimizer steps between host syncs for the progress bar
     progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
     grad_clip_norm: float = 0.0  # 0 turns clipping off
+    checkpoint_every_steps: int = 0  # also write last.pt every K optimizer steps; 0: at epoch ends only
+    keep_last: int = 0  # older checkpoints kept beside last.pt, for a fallback if it is damaged
 
 
 @dataclass
@@ -107,6 +110,8 @@ NON_NEGATIVE = (
     "optim.warmup_epochs",
     "optim.min_lr_ratio",
     "train.grad_clip_norm",
+    "train.checkpoint_every_steps",
+    "train.keep_last",
 )
 
 

@@ -6,6 +6,7 @@ model converts and normalizes them with its own buffers (see model.py).
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,11 +95,13 @@ def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int])
     dataset.class_to_idx = dict(class_to_idx)
 
 
-class ResumableSampler(Sampler[int]):
-    """Shuffles with a permutation derived from (seed, epoch) alone.
+class ResumableSampler(Sampler[tuple[int, int]]):
+    """Yields ``(epoch, index)`` in an order derived from (seed, epoch) alone.
 
     Because the order depends on nothing else, a resumed run sees exactly the
     data order of an uninterrupted one, and can start at an offset inside it.
+    The epoch travels with each index so that ``SeededSamples`` can seed the
+    sample's augmentation, in whichever worker process it lands.
     """
 
     def __init__(self, length: int, seed: int, shuffle: bool = True) -> None:
@@ -118,24 +121,57 @@ class ResumableSampler(Sampler[int]):
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         return torch.randperm(self.length, generator=generator).tolist()
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.order()[self.start :])
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return ((self.epoch, index) for index in self.order()[self.start :])
 
     def __len__(self) -> int:
         return self.length - self.start
 
 
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    return ((seed * 1_000_003 + epoch) * 1_000_003 + index) % 2**63
+
+
+class SeededSamples(Dataset):
+    """Draws each sample's random augmentation from a seed of (seed, epoch, index).
+
+    A sample's crop and flip then do not depend on which worker loads it, on
+    how many workers there are, or on what was loaded before: the condition
+    for a resumed run to see exactly the images an uninterrupted one saw.
+    """
+
+    def __init__(self, dataset: Dataset, seed: int) -> None:
+        self.dataset = dataset
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        epoch, index = key
+        with torch.random.fork_rng(devices=[]):  # leave the caller's generator as it was
+            torch.manual_seed(sample_seed(self.seed, epoch, index))
+            return self.dataset[index]
+
+
+def ignore_stop_signals(worker_id: int) -> None:
+    """Ctrl-C and SIGTERM are for the main process, which checkpoints and then stops the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def build_loader(dataset: Dataset, cfg: Config, device: torch.device, train: bool) -> DataLoader:
-    sampler = ResumableSampler(len(dataset), cfg.train.seed, shuffle=train)  # type: ignore[arg-type]
+    """Training batches in the resumable (seed, epoch) order; evaluation in file order."""
     workers = cfg.data.num_workers
     return DataLoader(
-        dataset,
+        SeededSamples(dataset, cfg.train.seed) if train else dataset,
         batch_size=cfg.data.batch_size,
-        sampler=sampler,
+        sampler=ResumableSampler(len(dataset), cfg.train.seed) if train else None,  # type: ignore[arg-type]
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=workers > 0,
         drop_last=train and len(dataset) > cfg.data.batch_size,  # type: ignore[arg-type]
+        worker_init_fn=ignore_stop_signals,
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),

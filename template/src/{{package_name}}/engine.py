@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,6 +17,31 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from .distributed import autocast
+
+
+@dataclass
+class EpochTotals:
+    """Running sums of the epoch so far, kept on the device.
+
+    They are part of a mid-epoch checkpoint, so that the resumed epoch reports
+    the same train_loss and train_acc as an uninterrupted one.
+    """
+
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    seen: int = 0
+    steps: int = 0
+
+    @classmethod
+    def zeros(cls, device: torch.device) -> EpochTotals:
+        return cls(torch.zeros((), device=device), torch.zeros((), device=device, dtype=torch.long))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"loss_sum": self.loss_sum.cpu(), "correct": self.correct.cpu(), "seen": self.seen, "steps": self.steps}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], device: torch.device) -> EpochTotals:
+        return cls(state["loss_sum"].to(device), state["correct"].to(device), state["seen"], state["steps"])
 
 
 def train_one_epoch(
@@ -29,18 +55,23 @@ def train_one_epoch(
     precision: str,
     *,
     epoch: int,
+    totals: EpochTotals | None = None,
     log_every: int = 20,
     progress: bool = False,
     grad_clip_norm: float = 0.0,
-    on_step: Callable[[int, torch.Tensor], None] | None = None,
+    on_step: Callable[[EpochTotals, torch.Tensor], None] | None = None,
 ) -> dict[str, Any]:
+    """Train on every batch the loader gives; ``totals`` carries a resumed epoch's sums.
+
+    ``on_step`` runs after each optimizer step (a step boundary: the place to
+    checkpoint or stop).
+    """
     model.train()  # P11
-    loss_sum = torch.zeros((), device=device)
-    correct = torch.zeros((), device=device, dtype=torch.long)
-    seen = 0
+    totals = totals if totals is not None else EpochTotals.zeros(device)
+    seen_before = totals.seen
     start = time.perf_counter()
     bar = tqdm(loader, desc=f"epoch {epoch}", disable=not progress, leave=False, dynamic_ncols=True)
-    for step, (images, targets) in enumerate(bar, start=1):
+    for images, targets in bar:
         # P6: one device, asynchronous copies from pinned memory.
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
@@ -56,20 +87,22 @@ def train_one_epoch(
         scaler.update()
         scheduler.step()  # P12: the schedule advances per optimizer step
         batch = targets.shape[0]
-        loss_sum += loss.detach() * batch  # P5: detach, no host sync
-        correct += (logits.detach().argmax(1) == targets).sum()
-        seen += batch
-        if step % log_every == 0:
-            bar.set_postfix(loss=f"{loss_sum.item() / seen:.4f}", lr=f"{optimizer.param_groups[-1]['lr']:.2e}")
+        totals.loss_sum += loss.detach() * batch  # P5: detach, no host sync
+        totals.correct += (logits.detach().argmax(1) == targets).sum()
+        totals.seen += batch
+        totals.steps += 1
+        if totals.steps % log_every == 0:
+            mean_loss = totals.loss_sum.item() / totals.seen
+            bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{optimizer.param_groups[-1]['lr']:.2e}")
         if on_step is not None:
-            on_step(step, images)
+            on_step(totals, images)
     bar.close()
     seconds = time.perf_counter() - start
-    seen = max(seen, 1)
+    seen = max(totals.seen, 1)
     return {
-        "train_loss": loss_sum.item() / seen,
-        "train_acc": correct.item() / seen,
-        "images_per_second": seen / seconds if seconds > 0 else 0.0,
+        "train_loss": totals.loss_sum.item() / seen,
+        "train_acc": totals.correct.item() / seen,
+        "images_per_second": (totals.seen - seen_before) / seconds if seconds > 0 else 0.0,
         "epoch_seconds": seconds,
     }
 

@@ -1,4 +1,10 @@
-"""The ``train`` command: build everything from the config, resume, loop over epochs."""
+"""The ``train`` command: build everything from the config, resume, loop over epochs.
+
+A checkpoint holds everything a run's future depends on (weights, optimizer,
+scheduler, scaler, step counters, the epoch's running sums, every random
+generator); with the data order and augmentation derived from (seed, epoch,
+index), a resumed run continues bit for bit where the interrupted one was.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +20,23 @@ from torch import nn
 
 from .checkpoint import (
     FORMAT_VERSION,
+    find_resume_state,
+    link_atomically,
+    load_matching,
     load_model_state,
     model_state,
-    read_checkpoint,
-    resume_path,
     rng_state,
-    save_checkpoint,
+    save_run_checkpoint,
     set_rng_state,
 )
 from .config import Config
 from .data import build_datasets, build_loader
 from .distributed import configure_backends, resolve_precision, select_device, wrap_model
-from .engine import evaluate, train_one_epoch
+from .engine import EpochTotals, evaluate, train_one_epoch
 from .errors import UserError
 from .model import build_model
 from .optim import build_optimizer, build_scheduler
+from .preemption import GracefulStop, Preempted
 from .reporting import MetricsLog, save_sample_grid
 
 
@@ -39,129 +47,187 @@ def seed_everything(seed: int) -> None:
 
 
 def prepare_out_dir(out_dir: Path) -> None:
+    """Check that the folder can be written; drop temporary files of writes a crash cut short."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".write-test"
         probe.write_bytes(b"")
         probe.unlink()
+        for stale in out_dir.glob(".*.pt.*tmp"):
+            stale.unlink()
     except OSError as exc:
         raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
 
 
-def show_progress(cfg: Config) -> bool:
-    return cfg.train.progress and sys.stderr.isatty()
+def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve."""
+    step = scheduler.last_epoch
+    curve = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    if curve != [group["lr"] for group in scheduler.optimizer.param_groups]:
+        scheduler.last_epoch -= 1
+        scheduler.step()
+
+
+class Trainer:
+    """One run: its objects, its counters, and how to save and restore them."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.out_dir = Path(cfg.train.out_dir)
+        prepare_out_dir(self.out_dir)
+        seed_everything(cfg.train.seed)
+        self.device = select_device(cfg.train.device)
+        configure_backends(self.device, cfg.train.deterministic)
+        self.precision = resolve_precision(cfg.train.precision, self.device)
+        self.progress = cfg.train.progress and sys.stderr.isatty()
+
+        train_set, val_set = build_datasets(cfg)
+        self.classes = list(train_set.classes)
+        self.train_loader = build_loader(train_set, cfg, self.device, train=True)
+        self.val_loader = build_loader(val_set, cfg, self.device, train=False)
+        self.steps_per_epoch = len(self.train_loader)
+
+        self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(self.device)
+        self.optimizer = build_optimizer(self.model, cfg.optim)
+        self.scheduler = build_scheduler(self.optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
+        self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
+
+        self.epoch = 0  # completed epochs
+        self.global_step = 0  # optimizer steps
+        self.best_acc = -1.0
+        self.totals: EpochTotals | None = None  # the unfinished epoch of a mid-epoch checkpoint
+
+    def restore(self, resume: str | None) -> None:
+        found = find_resume_state(resume, self.out_dir)
+        if found is None:
+            if (self.out_dir / "last.pt").exists() and resume != "auto":
+                raise UserError(
+                    f"{self.out_dir} already holds a run (last.pt): continue it with --resume auto, "
+                    "or start a new one with another --set train.out_dir=DIR"
+                )
+            if resume == "auto":
+                print(f"no checkpoint in {self.out_dir}: starting a new run")
+            if self.cfg.model.init_from:
+                print(load_matching(self.model, self.cfg.model.init_from))
+            return
+        path, state = found
+        if list(state["classes"]) != self.classes:
+            raise UserError(
+                f"{path} was trained on classes {state['classes']} but {self.cfg.data.root} has {self.classes}: "
+                "resume with the same data, or fine-tune from it with model.init_from in a new train.out_dir"
+            )
+        load_model_state(self.model, state["model"], path)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        sync_lr_to_schedule(self.scheduler)
+        self.scaler.load_state_dict(state["scaler"])
+        self.epoch, self.global_step, self.best_acc = state["epoch"], state["global_step"], state["best_metric"]
+        if state.get("epoch_totals"):
+            self.totals = EpochTotals.from_state(state["epoch_totals"], self.device)
+        set_rng_state(state["rng"])
+        within = f", step {self.totals.steps} of epoch {self.epoch + 1}" if self.totals else ""
+        print(f"resumed from {path} after epoch {self.epoch}{within} (global step {self.global_step})")
+
+    def save(self, totals: EpochTotals | None = None, is_best: bool = False) -> Path:
+        """``totals`` marks a mid-epoch checkpoint: ``epoch`` counts completed epochs only."""
+        state = {
+            "format_version": FORMAT_VERSION,
+            "model": model_state(self.model),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "epoch_totals": totals.state_dict() if totals is not None else None,
+            "best_metric": self.best_acc,
+            "rng": rng_state(),
+            "classes": self.classes,
+            "config": self.cfg.to_dict(),
+        }
+        last = save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
+        if is_best:
+            link_atomically(last, self.out_dir / "best.pt")
+        return last
+
+    def fit(self, stop: GracefulStop) -> dict[str, Any]:
+        cfg = self.cfg
+        self.model = wrap_model(self.model, self.device, cfg.train.parallel, cfg.data.batch_size)
+        self.metrics.truncate_after(self.epoch)
+        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        grid = self.out_dir / "train_batch.png"
+        every = cfg.train.checkpoint_every_steps
+        row: dict[str, Any] = {}
+
+        def at_step_boundary(totals: EpochTotals, images: torch.Tensor) -> None:
+            self.global_step += 1
+            if not grid.exists():
+                save_sample_grid(images, grid)
+            unfinished = totals.steps < self.steps_per_epoch
+            if stop.requested or (every and unfinished and self.global_step % every == 0):
+                path = self.save(totals)
+                if stop.requested:
+                    raise Preempted(stop.signal_name or "signal", path, self.epoch + 1, totals.steps)
+
+        while self.epoch < cfg.train.epochs:
+            totals, self.totals = self.totals or EpochTotals.zeros(self.device), None
+            self.train_loader.sampler.set_epoch(self.epoch + 1, start=totals.steps * cfg.data.batch_size)  # type: ignore[attr-defined]
+            stats = train_one_epoch(
+                self.model,
+                self.train_loader,
+                self.optimizer,
+                self.scheduler,
+                self.scaler,
+                self.criterion,
+                self.device,
+                self.precision,
+                epoch=self.epoch + 1,
+                totals=totals,
+                log_every=cfg.train.log_every,
+                progress=self.progress,
+                grad_clip_norm=cfg.train.grad_clip_norm,
+                on_step=at_step_boundary,
+            )
+            val = evaluate(
+                self.model, self.val_loader, nn.CrossEntropyLoss(), self.device, self.precision, len(self.classes)
+            )
+            self.epoch += 1
+            row = {
+                "epoch": self.epoch,
+                "global_step": self.global_step,
+                "train_loss": stats["train_loss"],
+                "train_acc": stats["train_acc"],
+                "val_loss": val["val_loss"],
+                "val_acc": val["val_acc"],
+                "lr": self.scheduler.get_last_lr()[-1],
+                "images_per_second": stats["images_per_second"],
+                "epoch_seconds": stats["epoch_seconds"],
+            }
+            self.metrics.append(row)
+            is_best = val["val_acc"] > self.best_acc
+            self.best_acc = max(self.best_acc, val["val_acc"])
+            path = self.save(is_best=is_best)
+            print(
+                f"epoch {self.epoch}/{cfg.train.epochs}  train_loss {row['train_loss']:.4f}  "
+                f"val_loss {row['val_loss']:.4f}  val_acc {100 * row['val_acc']:.1f}%  lr {row['lr']:.2e}  "
+                f"{row['images_per_second']:.0f} img/s" + ("  (best)" if is_best else ""),
+                flush=True,
+            )
+            if stop.requested and self.epoch < cfg.train.epochs:
+                raise Preempted(stop.signal_name or "signal", path, self.epoch, self.steps_per_epoch)
+        if not row:
+            done = f"{self.epoch} of {cfg.train.epochs} epochs"
+            print(f"nothing to do: {self.out_dir / 'last.pt'} already finished {done}")
+        return row
 
 
 def train(cfg: Config, resume: str | None = None) -> dict[str, Any]:
-    """Train for ``train.epochs`` epochs; returns the last epoch's metrics row."""
-    out_dir = Path(cfg.train.out_dir)
-    prepare_out_dir(out_dir)
-    seed_everything(cfg.train.seed)
-    device = select_device(cfg.train.device)
-    configure_backends(device, cfg.train.deterministic)
-    precision = resolve_precision(cfg.train.precision, device)
+    """Train for ``train.epochs`` epochs; returns the last epoch's metrics row.
 
-    train_set, val_set = build_datasets(cfg)
-    classes = list(train_set.classes)
-    train_loader = build_loader(train_set, cfg, device, train=True)
-    val_loader = build_loader(val_set, cfg, device, train=False)
-    steps_per_epoch = len(train_loader)
-
-    model = build_model(cfg.model, len(classes)).to(device)
-    optimizer = build_optimizer(model, cfg.optim)
-    scheduler = build_scheduler(optimizer, cfg.optim, steps_per_epoch, cfg.train.epochs)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    criterion = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
-    eval_criterion = nn.CrossEntropyLoss()
-
-    epoch, global_step, best_acc = 0, 0, -1.0
-    checkpoint = resume_path(resume, out_dir)
-    if checkpoint is not None:
-        state = read_checkpoint(checkpoint)
-        if list(state["classes"]) != classes:
-            raise UserError(
-                f"{checkpoint} was trained on classes {state['classes']} but {cfg.data.root} has {classes}: "
-                "resume with the same data, or start a new run with another train.out_dir"
-            )
-        load_model_state(model, state["model"], checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scheduler.last_epoch -= 1  # recompute this step's lr, in case train.epochs changed the curve
-        scheduler.step()
-        scaler.load_state_dict(state["scaler"])
-        epoch, global_step, best_acc = state["epoch"], state["global_step"], state["best_metric"]
-        set_rng_state(state["rng"])
-        print(f"resumed from {checkpoint} after epoch {epoch} (step {global_step})")
-    elif resume == "auto":
-        print(f"no checkpoint in {out_dir}: starting a new run")
-
-    model = wrap_model(model, device, cfg.train.parallel, cfg.data.batch_size)
-    metrics = MetricsLog(out_dir / "metrics.jsonl")
-    metrics.truncate_after(epoch)
-    (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    grid_path = out_dir / "train_batch.png"
-
-    def save_grid_once(step: int, images: torch.Tensor) -> None:
-        if step == 1 and not grid_path.exists():
-            save_sample_grid(images, grid_path)
-
-    row: dict[str, Any] = {}
-    while epoch < cfg.train.epochs:
-        epoch += 1
-        train_loader.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-        stats = train_one_epoch(
-            model,
-            train_loader,
-            optimizer,
-            scheduler,
-            scaler,
-            criterion,
-            device,
-            precision,
-            epoch=epoch,
-            log_every=cfg.train.log_every,
-            progress=show_progress(cfg),
-            grad_clip_norm=cfg.train.grad_clip_norm,
-            on_step=save_grid_once,
-        )
-        global_step += steps_per_epoch
-        val = evaluate(model, val_loader, eval_criterion, device, precision, len(classes), show_progress(cfg))
-        row = {
-            "epoch": epoch,
-            "global_step": global_step,
-            "train_loss": stats["train_loss"],
-            "train_acc": stats["train_acc"],
-            "val_loss": val["val_loss"],
-            "val_acc": val["val_acc"],
-            "lr": scheduler.get_last_lr()[-1],
-            "images_per_second": stats["images_per_second"],
-            "epoch_seconds": stats["epoch_seconds"],
-        }
-        metrics.append(row)
-        is_best = val["val_acc"] > best_acc
-        best_acc = max(best_acc, val["val_acc"])
-        state = {
-            "format_version": FORMAT_VERSION,
-            "model": model_state(model),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "epoch": epoch,
-            "global_step": global_step,
-            "best_metric": best_acc,
-            "rng": rng_state(),
-            "classes": classes,
-            "config": cfg.to_dict(),
-        }
-        save_checkpoint(state, out_dir / "last.pt")
-        if is_best:
-            save_checkpoint(state, out_dir / "best.pt")
-        print(
-            f"epoch {epoch}/{cfg.train.epochs}  train_loss {row['train_loss']:.4f}  val_loss {row['val_loss']:.4f}  "
-            f"val_acc {100 * row['val_acc']:.1f}%  lr {row['lr']:.2e}  {row['images_per_second']:.0f} img/s"
-            + ("  (best)" if is_best else ""),
-            flush=True,
-        )
-    if not row:
-        print(f"nothing to do: {out_dir / 'last.pt'} already finished {epoch} of {cfg.train.epochs} epochs")
-    return row
+    Raises ``Preempted`` after checkpointing when SIGTERM or SIGINT arrives.
+    """
+    trainer = Trainer(cfg)
+    trainer.restore(resume)
+    with GracefulStop() as stop:
+        return trainer.fit(stop)

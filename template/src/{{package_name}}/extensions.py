@@ -1,0 +1,29 @@
+"""Your own backbones and training transforms: this file belongs to you.
+
+The template created it once; ``copier update`` never overwrites it (copier.yml
+lists it in ``_skip_if_exists``), so code added here survives every template
+update, while the other modules keep receiving the template's improvements.
+Keep project-specific code here or in new modules of your own, rather than in
+the template's files, and updates stay free of merge conflicts.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torchvision.transforms import v2
+
+
+def custom_backbone(name: str) -> tuple[nn.Module, int] | None:
+    """A feature extractor and its output width for a ``model.name`` you define; None for all other names.
+
+    For example::
+
+        if name == "tiny_mlp":
+            return nn.Sequential(nn.Flatten(), nn.LazyLinear(128), nn.ReLU()), 128
+    """
+    return None
+
+
+def extra_train_transforms() -> list[v2.Transform]:
+    """Augmentations to run after the template's training transforms, e.g. ``[v2.RandomRotation(10)]``."""
+    return []

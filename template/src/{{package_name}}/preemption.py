@@ -1,0 +1,57 @@
+"""Stop cleanly on SIGTERM or Ctrl-C: checkpoint at the next step boundary, then exit.
+
+Clusters send SIGTERM before they preempt a job; the trainer then saves a
+mid-epoch checkpoint and ends with ``EXIT_PREEMPTED``, and ``--resume auto``
+continues exactly where it stopped. A second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType, TracebackType
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL in sysexits.h: "try again later", i.e. resume
+
+
+class Preempted(Exception):
+    """Raised at a step boundary after the checkpoint is written."""
+
+    def __init__(self, signal_name: str, checkpoint: Path, epoch: int, step: int) -> None:
+        super().__init__(
+            f"stopped by {signal_name} in epoch {epoch} after step {step}; "
+            f"saved {checkpoint}: continue with --resume auto"
+        )
+        self.checkpoint = checkpoint
+
+
+class GracefulStop:
+    """Turns SIGTERM and SIGINT into a request that the training loop honours."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_name is not None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: stop now
+        self.signal_name = signal.Signals(signum).name
+
+    def __enter__(self) -> GracefulStop:
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
