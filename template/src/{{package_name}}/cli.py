@@ -86,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_line(error: UserError) -> str:
+    """The message alone, also when a DataLoader worker wrapped it in its traceback."""
+    last = str(error).strip().splitlines()[-1]
+    prefix = f"{type(error).__module__}.{type(error).__qualname__}: "
+    return last.removeprefix(prefix)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -93,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except Preempted as stop:
         print(stop, file=sys.stderr)

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from .bad_files import check_strays, checked, drop_unreadable
 from .config import Config, DataConfig
 from .errors import UserError
 
@@ -49,34 +50,52 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
     return v2.Compose([*steps, v2.ToPureTensor()])
 
 
-def folder_dataset(root: Path, cfg: DataConfig, train: bool, allow_empty: bool = False) -> datasets.DatasetFolder:
-    """P1: ImageFolder for images, DatasetFolder with a loader for .npy files."""
+def folder_dataset(
+    root: Path, cfg: DataConfig, train: bool, allow_empty: bool = False, progress: bool = False
+) -> datasets.DatasetFolder:
+    """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
+
+    Grayscale, palette and RGBA images are converted to RGB by the loader.
+    """
+    npy = cfg.format == "npy"
+    extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
+    check_strays(root, extensions, cfg.on_bad_file)
+    loader = checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
     try:
-        if cfg.format == "npy":
-            return datasets.DatasetFolder(
-                str(root), loader=load_npy, extensions=NPY_EXTENSIONS, transform=transform, allow_empty=allow_empty
+        if npy:
+            dataset = datasets.DatasetFolder(
+                str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
             )
-        return datasets.ImageFolder(str(root), transform=transform, allow_empty=allow_empty)
+        else:
+            dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
     except FileNotFoundError as exc:
         raise UserError(f"{root}: {exc} Put files of that kind in every class folder, or remove it.") from None
+    if cfg.on_bad_file == "skip":
+        drop_unreadable(dataset, progress)
+    return dataset
 
 
-def build_datasets(cfg: Config) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
+def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices.
     """
     root = Path(cfg.data.root)
+    if not root.is_dir():
+        raise UserError(
+            f"data.root {root} does not exist: point it at a folder holding train/ and val/ "
+            f"(--set data.root=DIR), or make a sample with `sample-data {root}`"
+        )
     for split in ("train", "val"):
         if not (root / split).is_dir():
             raise UserError(
                 f"{root / split} not found: data.root must hold train/ and val/ with one folder per class "
                 f"(make a sample with `sample-data {root}`)"
             )
-    train_set = folder_dataset(root / "train", cfg.data, train=True)
-    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True)
+    train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress)
+    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, progress=progress)
     align_classes(val_set, train_set.class_to_idx)
     return train_set, val_set
 

@@ -81,7 +81,7 @@ class Trainer:
         self.precision = resolve_precision(cfg.train.precision, self.device)
         self.progress = cfg.train.progress and sys.stderr.isatty()
 
-        train_set, val_set = build_datasets(cfg)
+        train_set, val_set = build_datasets(cfg, self.progress)
         self.classes = list(train_set.classes)
         self.train_loader = build_loader(train_set, cfg, self.device, train=True)
         self.val_loader = build_loader(val_set, cfg, self.device, train=False)
@@ -146,9 +146,15 @@ class Trainer:
             "classes": self.classes,
             "config": self.cfg.to_dict(),
         }
-        last = save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
-        if is_best:
-            link_atomically(last, self.out_dir / "best.pt")
+        try:
+            last = save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
+            if is_best:
+                link_atomically(last, self.out_dir / "best.pt")
+        except OSError as exc:
+            raise UserError(
+                f"could not write a checkpoint in {self.out_dir} ({exc.strerror}); the previous one is intact: "
+                "free some space (or set train.keep_last lower) and continue with --resume auto"
+            ) from None
         return last
 
     def fit(self, stop: GracefulStop) -> dict[str, Any]:

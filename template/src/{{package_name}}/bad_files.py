@@ -1,0 +1,85 @@
+"""Unreadable and stray files in a data folder: stop with the file's name, or skip and report.
+
+``data.on_bad_file: error`` (the default) stops at the first file that cannot
+be read, naming it; ``skip`` checks every file once before training and
+leaves out those that cannot be read, listing them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PIL import UnidentifiedImageError
+from torchvision import datasets
+from tqdm import tqdm
+
+from .errors import UserError
+
+READ_ERRORS = (OSError, UnidentifiedImageError, ValueError, SyntaxError)
+SHOWN = 5
+
+
+class BadFileError(UserError):
+    """A file in the data folder that cannot be read as a sample."""
+
+
+def checked(loader: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Wrap a DatasetFolder loader so that a bad file names itself and the way out."""
+
+    def load(path: str) -> Any:
+        try:
+            return loader(path)
+        except READ_ERRORS as exc:
+            raise BadFileError(
+                f"{path} cannot be read ({exc.__class__.__name__}: {str(exc)[:80]}): "
+                "replace or remove it, or set data.on_bad_file=skip"
+            ) from None
+
+    load.__name__ = f"checked_{getattr(loader, '__name__', 'loader')}"
+    return load
+
+
+def stray_files(root: Path, extensions: tuple[str, ...]) -> list[Path]:
+    """Files in class folders that the dataset would silently ignore (hidden files aside)."""
+    strays = []
+    for folder, _, names in os.walk(root):
+        if Path(folder) == root:
+            continue
+        strays += [Path(folder) / n for n in names if not n.startswith(".") and not n.lower().endswith(extensions)]
+    return sorted(strays)
+
+
+def listing(paths: list[Path] | list[str]) -> str:
+    shown = ", ".join(str(p) for p in paths[:SHOWN])
+    return shown + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
+
+
+def check_strays(root: Path, extensions: tuple[str, ...], on_bad_file: str) -> None:
+    strays = stray_files(root, extensions)
+    if not strays:
+        return
+    if on_bad_file == "error":
+        raise BadFileError(
+            f"{len(strays)} file(s) in {root} are not {'/'.join(extensions[:6])}: {listing(strays)}; "
+            "move them out of the class folders, or set data.on_bad_file=skip"
+        )
+    print(f"warning: ignored {len(strays)} file(s) that are not samples: {listing(strays)}")
+
+
+def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool) -> list[str]:
+    """Read every file once; keep only those that load. Returns the paths left out."""
+    bad = []
+    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
+        try:
+            dataset.loader(path)
+        except BadFileError:
+            bad.append(path)
+    if bad:
+        kept = [(p, t) for p, t in dataset.samples if p not in set(bad)]
+        dataset.samples = dataset.imgs = kept
+        dataset.targets = [t for _, t in kept]
+        print(f"warning: skipped {len(bad)} unreadable file(s): {listing(bad)}")
+    return bad
