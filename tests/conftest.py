@@ -59,7 +59,7 @@ def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_template_repo(tmp_path_factory.mktemp("template") / "repo")
 
 
-def generate(template: Path, dest: Path, **answers: object) -> Path:
+def generate(template: Path, dest: Path, vcs_ref: str = "v1", **answers: object) -> Path:
     """copier's Python API, non-interactive, as a user's script would call it."""
     run_copy(
         str(template),
@@ -68,7 +68,7 @@ def generate(template: Path, dest: Path, **answers: object) -> Path:
         defaults=True,
         unsafe=True,
         quiet=True,
-        vcs_ref="v1",
+        vcs_ref=vcs_ref,
     )
     return dest
 
@@ -78,6 +78,14 @@ def copier_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     return subprocess.run(
         [str(BIN / "copier"), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
     )
+
+
+@pytest.fixture(scope="session")
+def versioned_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A template repository tagged v1.0.0 and v2.0.0 (tests/lifecycle.py says what changed)."""
+    from .lifecycle import make_versioned_template
+
+    return make_versioned_template(tmp_path_factory.mktemp("versioned") / "repo")
 
 
 @pytest.fixture(scope="session")
