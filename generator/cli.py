@@ -1,12 +1,20 @@
-"""The ``torch-scaffold`` command."""
+"""The ``torch-scaffold`` command: new, update and status around copier.
+
+Each subcommand lives in its own module; this one only parses arguments and
+turns the errors a user can fix into one line on stderr and exit status 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from copier.errors import CopierError
+
 from . import __version__
+from .project import ProjectError
 
 TEMPLATE_ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,14 +27,55 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"torch-scaffold {__version__}")
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("template-path", help="print where the copier template (copier.yml) lives")
+
+    new = commands.add_parser("new", help="generate a project (copier copy)")
+    new.add_argument("dest", type=Path)
+    new.add_argument("-d", "--data", action="append", default=[], metavar="KEY=VALUE", help="answer a question")
+    new.add_argument(
+        "--defaults", action="store_true", help="defaults for unanswered questions (always so without a terminal)"
+    )
+    new.add_argument("--template", default=str(TEMPLATE_ROOT), help="template path or URL (default: this package's)")
+    new.add_argument("--vcs-ref", help="template version (git tag or commit; default: the newest tag)")
+
+    update = commands.add_parser("update", help="bring a project to the newest template version (copier update)")
+    update.add_argument("dest", type=Path)
+    update.add_argument("--vcs-ref", help="template version to update to (default: the newest tag)")
+
+    status = commands.add_parser("status", help="template version, newest version, and template files changed locally")
+    status.add_argument("dest", type=Path)
     return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "template-path":
+        print(TEMPLATE_ROOT)
+        return 0
+    if args.command == "new":
+        from .create import create, parse_data
+
+        defaults = args.defaults or not sys.stdin.isatty()
+        return create(args.dest, args.template, parse_data(args.data), args.vcs_ref, defaults)
+    if args.command == "update":
+        from .upgrade import update
+
+        return update(args.dest, args.vcs_ref)
+    if args.command == "status":
+        from .drift import report, status
+
+        print(report(status(args.dest)))
+        return 0
+    raise AssertionError(args.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "template-path":
-        print(TEMPLATE_ROOT)
+    if args.command is None:
+        parser.print_help()
         return 0
-    parser.print_help()
-    return 0
+    try:
+        return run(args)
+    except (ProjectError, CopierError, ValueError) as exc:  # ValueError: copier's answer validation
+        message = " ".join(str(exc).split())
+        print(f"torch-scaffold {args.command}: {message}", file=sys.stderr)
+        return 1

@@ -1,0 +1,39 @@
+"""``torch-scaffold new``: copier copy from this template, then what to type next.
+
+copier itself asks the questions and validates the answers; this wrapper only
+fixes the flags a user would otherwise have to remember and prints the next
+steps with the project's real package name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from copier import run_copy
+
+from .project import read_project
+
+
+def create(dest: Path, template: str, data: dict[str, str], vcs_ref: str | None, defaults: bool) -> int:
+    # unsafe=True: this is our own template; its migrations run commands on update.
+    run_copy(template, dest, data=data, vcs_ref=vcs_ref, defaults=defaults, unsafe=True, quiet=True)
+    project = read_project(dest)
+    package = project.answers["package_name"]
+    print(f"Created {dest} from torch-scaffold {project.version}. Next steps:")
+    print(f"  cd {dest}")
+    print("  git init && git add -A && git commit -m 'Generated project'   # copier update needs git")
+    print('  python -m pip install -e ".[dev]"')
+    print(f"  python -m {package} sample-data data/sample")
+    print(f"  python -m {package} train --config configs/default.yaml")
+    return 0
+
+
+def parse_data(items: list[str]) -> dict[str, str]:
+    """``-d KEY=VALUE`` as in copier's own command; copier casts each value to its question's type."""
+    data = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"-d {item!r} is malformed: write -d KEY=VALUE, e.g. -d model=resnet18")
+        data[key] = value
+    return data

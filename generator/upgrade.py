@@ -1,0 +1,33 @@
+"""``torch-scaffold update``: copier update with the flags a team always wants.
+
+Answers are kept (``defaults=True`` reuses them and gives new questions their
+defaults), conflicts are written inline so they show in ``git diff``, and the
+project must be a clean git work tree so that the merge can be reviewed and
+undone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from copier import run_update
+
+from .project import conflicted_files, read_project, require_clean_git
+
+
+def update(dest: Path, vcs_ref: str | None) -> int:
+    before = read_project(dest)
+    require_clean_git(dest)
+    # unsafe=True: the template's _migrations are commands; this is our own template.
+    run_update(dest, vcs_ref=vcs_ref, defaults=True, overwrite=True, unsafe=True, quiet=True, conflict="inline")
+    after = read_project(dest)
+    if after.version == before.version:
+        print(f"{dest} is already on template version {after.version}")
+        return 0
+    conflicts = conflicted_files(dest)
+    print(f"Updated {dest} from template version {before.version} to {after.version}.")
+    if conflicts:
+        print(f"Resolve the <<<<<<< markers in: {', '.join(conflicts)}; then review `git diff` and commit.")
+        return 1
+    print("Review the changes with `git diff`, run the tests, then commit.")
+    return 0

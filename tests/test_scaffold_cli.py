@@ -1,0 +1,117 @@
+"""The ``torch-scaffold`` command: new, update and status, as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import BIN, generate, git
+from .lifecycle import V1, V2, make_user_project, substitute
+
+
+def scaffold(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "torch-scaffold"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+def test_new_generates_and_prints_next_steps(versioned_template: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "leaf"
+    result = scaffold("new", dest, "--template", versioned_template, "--vcs-ref", V1,
+                      "-d", "project_name=Leaf Disease", "-d", "image_size=32", "-d", "model=resnet18")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"Created {dest} from torch-scaffold {V1}" in result.stdout
+    assert "python -m leaf_disease train --config configs/default.yaml" in result.stdout
+    answers = yaml.safe_load((dest / ".copier-answers.yml").read_text())
+    assert answers["image_size"] == 32 and answers["model"] == "resnet18" and answers["_commit"] == V1
+    assert (dest / "src" / "leaf_disease" / "trainer.py").is_file()
+
+
+def test_new_takes_the_newest_version_and_refuses_bad_answers(versioned_template: Path, tmp_path: Path) -> None:
+    result = scaffold("new", tmp_path / "ok", "--template", versioned_template, "-d", "project_name=Ok")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((tmp_path / "ok" / ".copier-answers.yml").read_text())["_commit"] == V2
+    answers = ["-d", "project_name=X", "-d", "package_name=class"]
+    bad = scaffold("new", tmp_path / "bad", "--template", versioned_template, *answers)
+    assert "would shadow a Python keyword" in one_line_error(bad)
+    assert "malformed" in one_line_error(
+        scaffold("new", tmp_path / "b2", "--template", versioned_template, "-d", "model")
+    )
+
+
+def test_update_refuses_a_project_outside_git_or_with_uncommitted_work(
+    versioned_template: Path, tmp_path: Path
+) -> None:
+    loose = generate(versioned_template, tmp_path / "loose", vcs_ref=V1)
+    assert "is not under git: run `git init" in one_line_error(scaffold("update", loose))
+    project = make_user_project(versioned_template, tmp_path / "x")
+    (project / "configs" / "mine.yaml").write_text("train:\n  epochs: 2\n")
+    assert "has uncommitted changes: commit or stash them" in one_line_error(scaffold("update", project))
+    assert "has no .copier-answers.yml" in one_line_error(scaffold("update", tmp_path))
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == V1
+
+
+def test_update_moves_a_project_to_the_newest_version(versioned_template: Path, tmp_path: Path) -> None:
+    project = make_user_project(versioned_template, tmp_path / "x")
+    result = scaffold("update", project)
+    assert result.returncode == 0, result.stderr
+    assert f"Updated {project} from template version {V1} to {V2}." in result.stdout
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == V2
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "template v2.0.0")
+    again = scaffold("update", project)
+    assert again.returncode == 0 and f"already on template version {V2}" in again.stdout
+
+
+def test_update_names_the_conflicted_files(versioned_template: Path, tmp_path: Path) -> None:
+    project = make_user_project(versioned_template, tmp_path / "x")
+    substitute(project / "configs" / "default.yaml", r"^(  batch_size:) 32$", r"\1 48")
+    git(project, "commit", "--quiet", "-am", "bigger batches")
+    result = scaffold("update", project)
+    assert result.returncode == 1
+    assert "Resolve the <<<<<<< markers in: configs/default.yaml;" in result.stdout
+
+
+@pytest.fixture
+def drifted(versioned_template: Path, tmp_path: Path) -> Path:
+    project = make_user_project(versioned_template, tmp_path / "x")
+    (project / "src" / "x_pkg" / "legacy.py").unlink()
+    return project
+
+
+def test_status_shows_versions_and_changed_template_files(drifted: Path) -> None:
+    result = scaffold("status", drifted)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {drifted}`)"
+    assert lines[2] == "template files changed in this project (4):"
+    changes = sorted(line.split() for line in lines[3:])
+    assert changes == [
+        ["deleted", "src/x_pkg/legacy.py"],
+        ["modified", "README.md"],
+        ["modified", "configs/default.yaml"],
+        ["modified", "pyproject.toml"],
+    ]  # not the user's own module, nor extensions.py and configs/finetune.yaml, which the user owns
+
+
+def test_status_of_an_untouched_newest_project(versioned_template: Path, tmp_path: Path) -> None:
+    project = generate(versioned_template, tmp_path / "x", vcs_ref=V2)
+    result = scaffold("status", project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"version:  {V2} (newest)",
+        "template files changed in this project: none",
+    ]
