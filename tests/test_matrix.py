@@ -1,0 +1,228 @@
+"""Every answer value in copier.yml makes a project that lints, passes its tests and trains an epoch.
+
+CI runs an all-pairs table over the answer values (every value of every
+question meets every value of every other question at least once): each row
+is generated, linted with ruff, checked by the project's own config tests
+(``configs/default.yaml`` and the README are what answers change), and trained
+for one epoch from its generated ``configs/default.yaml``. The rest of a
+project's own suite cannot see the answers: ``test_rows_differ_only_where_answers_go``
+proves its code and tests are the default project's, whose whole suite
+``test_generate.py`` runs. ``-m slow`` runs the full product of the same
+values, each with its whole suite (hours: see README).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from .conftest import BIN, REPO, check, generate, run_in
+
+# Free-text and open questions get representative values: the bounds of image_size's
+# range, the in-code network and two small torchvision ones, and three ways of naming.
+QUESTIONS: dict[str, list[object]] = {
+    "python_version": ["3.10", "3.11", "3.12", "3.13"],
+    "precision": ["auto", "fp32", "bf16", "fp16"],
+    "model": ["simple_cnn", "resnet18", "mobilenet_v3_small"],
+    "naming": ["derived", "unicode", "explicit"],
+    "image_size": [16, 64],
+    "optimizer": ["sgd", "adamw"],
+    "scheduler": ["cosine", "step"],
+}
+NAMING_QUESTIONS = {"project_name", "project_slug", "package_name", "description", "author_name"}
+
+
+def naming(style: str, index: int) -> dict[str, str]:
+    """Answers for the free-text questions; the index keeps package names distinct across rows."""
+    if style == "derived":
+        return {"project_name": f"Matrix {index}"}
+    if style == "unicode":
+        return {
+            "project_name": f'Ünïcode Leaf\'s "Disease" #{index}',
+            "description": 'Says "hi", \\ and ünïcode ☃',
+            "author_name": "O'Brien & Co <lab@example.org>",
+        }
+    return {
+        "project_name": f"Explicit {index}",
+        "project_slug": f"team-{index}-cls",
+        "package_name": f"team{index}_cls",
+    }
+
+
+def pairwise(domains: dict[str, list[object]]) -> list[dict[str, object]]:
+    """Greedy all-pairs: repeatedly take the full-product row that covers most uncovered pairs."""
+    names = list(domains)
+    candidates = [dict(zip(names, values, strict=True)) for values in itertools.product(*domains.values())]
+
+    def pairs(row: dict[str, object]) -> set[tuple[str, object, str, object]]:
+        return {(a, row[a], b, row[b]) for a, b in itertools.combinations(names, 2)}
+
+    uncovered = set().union(*(pairs(row) for row in candidates))
+    rows = []
+    while uncovered:
+        best = max(candidates, key=lambda row: len(pairs(row) & uncovered))
+        rows.append(best)
+        uncovered -= pairs(best)
+    return rows
+
+
+def answers_of(row: dict[str, object], index: int) -> dict[str, object]:
+    return {**{k: v for k, v in row.items() if k != "naming"}, **naming(str(row["naming"]), index)}
+
+
+ROWS = pairwise(QUESTIONS)
+ROW_IDS = [f"{i:02d}-" + "-".join(str(v) for v in row.values()) for i, row in enumerate(ROWS)]
+ONE_EPOCH = ["train.epochs=1", "data.batch_size=8", "data.num_workers=0", "train.progress=false"]
+ON_CPU = not torch.cuda.is_available()
+
+
+def one_epoch_args(project: Path, data: Path, precision: object, keep_fp16: bool = False) -> list[str]:
+    settings = [*ONE_EPOCH, f"data.root={data}", f"train.out_dir={project / 'runs' / 'one-epoch'}"]
+    if precision == "fp16" and ON_CPU and not keep_fp16:
+        # fp16 needs CUDA (distributed.resolve_precision says so in one line, checked below):
+        # on a CPU machine this row trains in fp32 instead.
+        settings.append("train.precision=fp32")
+    return [
+        "train",
+        "--config",
+        str(project / "configs" / "default.yaml"),
+        *[a for s in settings for a in ("--set", s)],
+    ]
+
+
+@pytest.fixture(scope="module")
+def matrix(template_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Generate every row, then run all their one-epoch trainings in one process (tests/train_rows.py)."""
+    root = tmp_path_factory.mktemp("matrix")
+    rows = {}
+    for index, (row_id, row) in enumerate(zip(ROW_IDS, ROWS, strict=True)):
+        answers = answers_of(row, index)
+        project = generate(template_repo, root / row_id, **answers)
+        package = yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"]
+        rows[row_id] = {"project": project, "package": package, "answers": answers, "row": row}
+    data = root / "data"
+    first = next(iter(rows.values()))
+    sample = ["sample-data", str(data), "--train-per-class", "4", "--val-per-class", "2", "--image-size", "32"]
+    runs = [{"id": "data", "project": str(first["project"]), "package": first["package"], "args": sample}]
+    for row_id, info in rows.items():
+        args = one_epoch_args(info["project"], data, info["row"]["precision"])
+        runs.append({"id": row_id, "project": str(info["project"]), "package": info["package"], "args": args})
+        if info["row"]["precision"] == "fp16" and ON_CPU:
+            keep = one_epoch_args(info["project"], data, "fp16", keep_fp16=True)
+            runs.append(
+                {"id": f"{row_id}/fp16", "project": str(info["project"]), "package": info["package"], "args": keep}
+            )
+    spec, results = root / "spec.json", root / "results.json"
+    spec.write_text(json.dumps(runs))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "train_rows.py"), str(spec), str(results)], env=env,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(results.read_text())
+    assert outcome["data"]["rc"] == 0, outcome["data"]
+    for row_id, info in rows.items():
+        info["result"] = outcome[row_id]
+        info["fp16_on_cpu"] = outcome.get(f"{row_id}/fp16")
+    return rows
+
+
+def test_every_value_in_copier_yml_is_covered() -> None:
+    """A new question or choice in copier.yml fails here until the matrix covers it."""
+    questions = {k: v for k, v in yaml.safe_load((REPO / "copier.yml").read_text()).items() if not k.startswith("_")}
+    assert set(questions) == NAMING_QUESTIONS | set(QUESTIONS) - {"naming"}
+    for name, question in questions.items():
+        if "choices" in question:
+            assert set(question["choices"]) == set(QUESTIONS[name]), name
+        if "default" in question and name in QUESTIONS:
+            assert question["default"] in QUESTIONS[name], name
+
+
+def test_rows_cover_every_pair_of_values() -> None:
+    for (a, values_a), (b, values_b) in itertools.combinations(QUESTIONS.items(), 2):
+        seen = {(row[a], row[b]) for row in ROWS}
+        assert seen == set(itertools.product(values_a, values_b)), (a, b)
+    assert len(ROWS) <= 20  # near the lower bound of 4 x 4 = 16 rows
+
+
+@pytest.mark.parametrize("row_id", ROW_IDS)
+def test_row_is_lint_clean(matrix: dict[str, dict], row_id: str) -> None:
+    project = matrix[row_id]["project"]
+    check(run_in(project, str(BIN / "ruff"), "check", "--no-cache", "."))
+    check(run_in(project, str(BIN / "ruff"), "format", "--check", "--no-cache", "."))
+
+
+@pytest.mark.parametrize("row_id", ROW_IDS)
+def test_row_passes_its_config_tests(matrix: dict[str, dict], row_id: str) -> None:
+    out = check(run_in(matrix[row_id]["project"], sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                       "tests/test_config.py"))  # fmt: skip
+    assert " passed" in out
+
+
+@pytest.mark.parametrize("row_id", ROW_IDS)
+def test_row_trains_one_epoch_from_its_defaults(matrix: dict[str, dict], row_id: str) -> None:
+    info = matrix[row_id]
+    result, row, project = info["result"], info["row"], info["project"]
+    assert result["rc"] == 0, result
+    out = project / "runs" / "one-epoch"
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == [1]
+    config = torch.load(out / "last.pt", map_location="cpu", weights_only=True)["config"]
+    assert config["model"]["name"] == row["model"]
+    assert config["data"]["image_size"] == row["image_size"]
+    assert config["optim"]["name"] == row["optimizer"]
+    assert config["optim"]["scheduler"] == row["scheduler"]
+    if row["precision"] == "fp16" and ON_CPU:
+        assert info["fp16_on_cpu"]["rc"] == 2
+        assert (
+            info["fp16_on_cpu"]["stderr"].strip()
+            == "error: train.precision=fp16 needs CUDA: use bf16 or fp32 on the CPU"
+        )
+    else:
+        assert config["train"]["precision"] == row["precision"]
+
+
+def python_files(project: Path) -> dict[str, str]:
+    return {str(p.relative_to(project)): p.read_text() for d in ("src", "tests") for p in (project / d).rglob("*.py")}
+
+
+def test_rows_differ_only_where_answers_go(matrix: dict[str, dict], project: Path) -> None:
+    """Code and tests are the default project's (package name aside), so its full suite speaks for every row."""
+    reference = python_files(project)
+    for info in matrix.values():
+        package = info["package"]
+        mine = python_files(info["project"])
+        expected = {path.replace("x_pkg", package): text.replace("x_pkg", package) for path, text in reference.items()}
+        assert mine.keys() == expected.keys()
+        assert [str(path) for path in mine if mine[path] != expected[path]] == []
+
+
+# The full product of every question but naming; the naming styles take turns.
+OTHERS = [name for name in QUESTIONS if name != "naming"]
+PRODUCT = [
+    {**dict(zip(OTHERS, values, strict=True)), "naming": QUESTIONS["naming"][index % 3]}
+    for index, values in enumerate(itertools.product(*(QUESTIONS[name] for name in OTHERS)))
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(PRODUCT)), ids=["-".join(map(str, row.values())) for row in PRODUCT])
+def test_full_product(template_repo: Path, tmp_path: Path, index: int) -> None:
+    row = PRODUCT[index]
+    project = generate(template_repo, tmp_path / "p", **answers_of(row, index))
+    package = yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"]
+    check(run_in(project, str(BIN / "ruff"), "check", "--no-cache", "."))
+    check(run_in(project, str(BIN / "ruff"), "format", "--check", "--no-cache", "."))
+    check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+    data = tmp_path / "data"
+    check(run_in(project, sys.executable, "-m", package, "sample-data", str(data), "--train-per-class", "4",
+                 "--val-per-class", "2", "--image-size", "32"))  # fmt: skip
+    check(run_in(project, sys.executable, "-m", package, *one_epoch_args(project, data, row["precision"])))
+    assert (project / "runs" / "one-epoch" / "last.pt").is_file()
