@@ -73,7 +73,7 @@ class TrainConfig:
     deterministic: bool = False
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    parallel: str = "auto"  # auto | none | dp
+    parallel: str = "auto"  # auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp
     out_dir: str = "runs/default"
     log_every: int = 20  # optimizer steps between host syncs for the progress bar
     progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
@@ -101,7 +101,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optim.name": ("sgd", "adamw"),
     "optim.scheduler": ("cosine", "step"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
-    "train.parallel": ("auto", "none", "dp"),
+    "train.parallel": ("auto", "none", "dp", "ddp"),
 }
 POSITIVE = ("data.image_size", "data.batch_size", "optim.lr", "train.epochs", "train.log_every")
 NON_NEGATIVE = (

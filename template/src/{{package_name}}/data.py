@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
 from .bad_files import check_strays, checked, drop_unreadable
 from .config import Config, DataConfig
+from .distributed import World
 from .errors import UserError
 
 NPY_EXTENSIONS = (".npy",)
@@ -114,37 +115,43 @@ def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int])
     dataset.class_to_idx = dict(class_to_idx)
 
 
-class ResumableSampler(Sampler[tuple[int, int]]):
-    """Yields ``(epoch, index)`` in an order derived from (seed, epoch) alone.
+class ResumableSampler(DistributedSampler):
+    """torch's DistributedSampler (order from seed + epoch, one shard per process) that can resume.
 
-    Because the order depends on nothing else, a resumed run sees exactly the
-    data order of an uninterrupted one, and can start at an offset inside it.
-    The epoch travels with each index so that ``SeededSamples`` can seed the
-    sample's augmentation, in whichever worker process it lands.
+    It starts at an offset inside this process's shard, and yields
+    ``(epoch, index)``: because the order depends on nothing else, a resumed
+    run sees exactly the data order of an uninterrupted one, and the epoch
+    travels with each index so that ``SeededSamples`` can seed the sample's
+    augmentation in whichever worker process it lands.
     """
 
-    def __init__(self, length: int, seed: int, shuffle: bool = True) -> None:
-        self.length = length
-        self.seed = seed
-        self.shuffle = shuffle
-        self.epoch = 0
+    def __init__(self, dataset: Dataset, seed: int, world: World | None = None) -> None:
+        world = world or World()
+        super().__init__(dataset, num_replicas=world.size, rank=world.rank, shuffle=True, seed=seed)
         self.start = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
-        self.epoch = epoch
+        super().set_epoch(epoch)
         self.start = start
 
-    def order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.length))
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.length, generator=generator).tolist()
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return ((self.epoch, index) for index in self.order()[self.start :])
+    def __iter__(self) -> Iterator[tuple[int, int]]:  # type: ignore[override]
+        return ((self.epoch, index) for index in list(super().__iter__())[self.start :])
 
     def __len__(self) -> int:
-        return self.length - self.start
+        return self.num_samples - self.start
+
+
+class ShardSampler(Sampler[int]):
+    """Every process evaluates its own share of the files, none twice and none left out."""
+
+    def __init__(self, length: int, world: World) -> None:
+        self.indices = range(world.rank, length, world.size)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -179,17 +186,27 @@ def ignore_stop_signals(worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def build_loader(dataset: Dataset, cfg: Config, device: torch.device, train: bool) -> DataLoader:
-    """Training batches in the resumable (seed, epoch) order; evaluation in file order."""
+def build_loader(
+    dataset: Dataset, cfg: Config, device: torch.device, train: bool, world: World | None = None
+) -> DataLoader:
+    """Training batches in the resumable (seed, epoch) order; evaluation in file order.
+
+    Under torchrun each process loads its own shard (P14); ``data.batch_size``
+    is per process.
+    """
     workers = cfg.data.num_workers
+    world = world or World()
+    sampler: Sampler = (
+        ResumableSampler(dataset, cfg.train.seed, world) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
+    )
     return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train else dataset,
         batch_size=cfg.data.batch_size,
-        sampler=ResumableSampler(len(dataset), cfg.train.seed) if train else None,  # type: ignore[arg-type]
+        sampler=sampler,
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=workers > 0,
-        drop_last=train and len(dataset) > cfg.data.batch_size,  # type: ignore[arg-type]
+        drop_last=train and len(sampler) > cfg.data.batch_size,
         worker_init_fn=ignore_stop_signals,
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.

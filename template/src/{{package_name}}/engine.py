@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from .distributed import autocast
+from .distributed import World, autocast, sum_across
 
 
 @dataclass
@@ -115,8 +115,13 @@ def evaluate(
     precision: str,
     num_classes: int,
     progress: bool = False,
+    world: World | None = None,
 ) -> dict[str, Any]:
-    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix."""
+    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
+
+    Pass the unwrapped model under DDP: its forward would wait for the other
+    processes, which may hold a different number of evaluation batches.
+    """
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=device)
     confusion = torch.zeros(num_classes * num_classes, device=device, dtype=torch.long)
@@ -128,6 +133,9 @@ def evaluate(
                 logits = model(images)
             loss_sum += criterion(logits.float(), targets) * targets.shape[0]
             confusion += torch.bincount(targets * num_classes + logits.argmax(1), minlength=num_classes**2)
+    if world is not None:  # every process saw its own shard: add them up
+        sum_across(loss_sum, world)
+        sum_across(confusion, world)
     matrix = confusion.view(num_classes, num_classes).cpu()  # rows: true class, columns: predicted
     total = int(matrix.sum())
     per_class = matrix.diag() / matrix.sum(1).clamp(min=1)

@@ -31,7 +31,19 @@ from .checkpoint import (
 )
 from .config import Config
 from .data import build_datasets, build_loader
-from .distributed import configure_backends, resolve_precision, select_device, wrap_model
+from .distributed import (
+    World,
+    barrier,
+    close_world,
+    configure_backends,
+    init_world,
+    resolve_precision,
+    select_device,
+    sum_across,
+    sync_buffers,
+    unwrap,
+    wrap_model,
+)
 from .engine import EpochTotals, evaluate, train_one_epoch
 from .errors import UserError
 from .model import build_model
@@ -69,22 +81,28 @@ def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
 
 
 class Trainer:
-    """One run: its objects, its counters, and how to save and restore them."""
+    """One run: its objects, its counters, and how to save and restore them.
 
-    def __init__(self, cfg: Config) -> None:
+    Under torchrun every process builds the same run and resumes from the same
+    checkpoint; only the main process writes files and prints.
+    """
+
+    def __init__(self, cfg: Config, world: World | None = None) -> None:
         self.cfg = cfg
+        self.world = world or World()
         self.out_dir = Path(cfg.train.out_dir)
-        prepare_out_dir(self.out_dir)
+        if self.world.is_main:
+            prepare_out_dir(self.out_dir)
         seed_everything(cfg.train.seed)
-        self.device = select_device(cfg.train.device)
+        self.device = select_device(cfg.train.device, self.world)
         configure_backends(self.device, cfg.train.deterministic)
         self.precision = resolve_precision(cfg.train.precision, self.device)
-        self.progress = cfg.train.progress and sys.stderr.isatty()
+        self.progress = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         train_set, val_set = build_datasets(cfg, self.progress)
         self.classes = list(train_set.classes)
-        self.train_loader = build_loader(train_set, cfg, self.device, train=True)
-        self.val_loader = build_loader(val_set, cfg, self.device, train=False)
+        self.train_loader = build_loader(train_set, cfg, self.device, train=True, world=self.world)
+        self.val_loader = build_loader(val_set, cfg, self.device, train=False, world=self.world)
         self.steps_per_epoch = len(self.train_loader)
 
         self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(self.device)
@@ -99,6 +117,10 @@ class Trainer:
         self.best_acc = -1.0
         self.totals: EpochTotals | None = None  # the unfinished epoch of a mid-epoch checkpoint
 
+    def say(self, message: str) -> None:
+        if self.world.is_main:
+            print(message, flush=True)
+
     def restore(self, resume: str | None) -> None:
         found = find_resume_state(resume, self.out_dir)
         if found is None:
@@ -108,9 +130,9 @@ class Trainer:
                     "or start a new one with another --set train.out_dir=DIR"
                 )
             if resume == "auto":
-                print(f"no checkpoint in {self.out_dir}: starting a new run")
+                self.say(f"no checkpoint in {self.out_dir}: starting a new run")
             if self.cfg.model.init_from:
-                print(load_matching(self.model, self.cfg.model.init_from))
+                self.say(load_matching(self.model, self.cfg.model.init_from))
             return
         path, state = found
         if list(state["classes"]) != self.classes:
@@ -126,12 +148,23 @@ class Trainer:
         self.epoch, self.global_step, self.best_acc = state["epoch"], state["global_step"], state["best_metric"]
         if state.get("epoch_totals"):
             self.totals = EpochTotals.from_state(state["epoch_totals"], self.device)
+            if not self.world.is_main:  # the saved sums cover every process: count them once
+                self.totals = EpochTotals(self.totals.loss_sum * 0, self.totals.correct * 0, 0, self.totals.steps)
         set_rng_state(state["rng"])
         within = f", step {self.totals.steps} of epoch {self.epoch + 1}" if self.totals else ""
-        print(f"resumed from {path} after epoch {self.epoch}{within} (global step {self.global_step})")
+        self.say(f"resumed from {path} after epoch {self.epoch}{within} (global step {self.global_step})")
 
     def save(self, totals: EpochTotals | None = None, is_best: bool = False) -> Path:
-        """``totals`` marks a mid-epoch checkpoint: ``epoch`` counts completed epochs only."""
+        """``totals`` marks a mid-epoch checkpoint: ``epoch`` counts completed epochs only.
+
+        Every process takes part (the epoch's sums are added up across them);
+        the main process writes.
+        """
+        if totals is not None:
+            totals = self.sum_totals(totals)
+        last = self.out_dir / "last.pt"
+        if not self.world.is_main:
+            return last
         state = {
             "format_version": FORMAT_VERSION,
             "model": model_state(self.model),
@@ -147,7 +180,7 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
         try:
-            last = save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
+            save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
             if is_best:
                 link_atomically(last, self.out_dir / "best.pt")
         except OSError as exc:
@@ -157,24 +190,50 @@ class Trainer:
             ) from None
         return last
 
+    def sum_totals(self, totals: EpochTotals) -> EpochTotals:
+        """The epoch's sums over every process (a copy; the running totals stay per process)."""
+        if not self.world.distributed:
+            return totals
+        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), torch.tensor(totals.seen).double()])
+        loss_sum, correct, seen = sum_across(packed.to(self.device), self.world).tolist()
+        return EpochTotals(
+            torch.tensor(loss_sum, dtype=totals.loss_sum.dtype, device=self.device),
+            torch.tensor(int(correct), dtype=totals.correct.dtype, device=self.device),
+            int(seen),
+            totals.steps,
+        )
+
+    def stop_requested(self, stop: GracefulStop) -> bool:
+        """All processes must stop at the same step, or the others would wait forever."""
+        if not self.world.distributed:
+            return stop.requested
+        flag = torch.tensor([1.0 if stop.requested else 0.0], device=self.device)
+        return bool(sum_across(flag, self.world).item() > 0)
+
     def fit(self, stop: GracefulStop) -> dict[str, Any]:
         cfg = self.cfg
-        self.model = wrap_model(self.model, self.device, cfg.train.parallel, cfg.data.batch_size)
-        self.metrics.truncate_after(self.epoch)
-        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        self.model = wrap_model(self.model, self.device, cfg.train.parallel, cfg.data.batch_size, world=self.world)
+        if self.world.is_main:
+            self.metrics.truncate_after(self.epoch)
+            (self.out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         grid = self.out_dir / "train_batch.png"
         every = cfg.train.checkpoint_every_steps
         row: dict[str, Any] = {}
 
+        def preempted(path: Path, epoch: int, step: int) -> Preempted:
+            barrier(self.world)  # the others wait until the main process has written the checkpoint
+            return Preempted(stop.signal_name or "a stop request", path, epoch, step)
+
         def at_step_boundary(totals: EpochTotals, images: torch.Tensor) -> None:
             self.global_step += 1
-            if not grid.exists():
+            if self.world.is_main and not grid.exists():
                 save_sample_grid(images, grid)
             unfinished = totals.steps < self.steps_per_epoch
-            if stop.requested or (every and unfinished and self.global_step % every == 0):
+            stopping = self.stop_requested(stop)
+            if stopping or (every and unfinished and self.global_step % every == 0):
                 path = self.save(totals)
-                if stop.requested:
-                    raise Preempted(stop.signal_name or "signal", path, self.epoch + 1, totals.steps)
+                if stopping:
+                    raise preempted(path, self.epoch + 1, totals.steps)
 
         while self.epoch < cfg.train.epochs:
             totals, self.totals = self.totals or EpochTotals.zeros(self.device), None
@@ -195,36 +254,46 @@ class Trainer:
                 grad_clip_norm=cfg.train.grad_clip_norm,
                 on_step=at_step_boundary,
             )
+            sync_buffers(unwrap(self.model), self.world)  # evaluate what the checkpoint will hold
             val = evaluate(
-                self.model, self.val_loader, nn.CrossEntropyLoss(), self.device, self.precision, len(self.classes)
+                unwrap(self.model),
+                self.val_loader,
+                nn.CrossEntropyLoss(),
+                self.device,
+                self.precision,
+                len(self.classes),
+                world=self.world,
             )
             self.epoch += 1
+            epoch_totals = self.sum_totals(totals)
+            seen = max(epoch_totals.seen, 1)
             row = {
                 "epoch": self.epoch,
                 "global_step": self.global_step,
-                "train_loss": stats["train_loss"],
-                "train_acc": stats["train_acc"],
+                "train_loss": epoch_totals.loss_sum.item() / seen,
+                "train_acc": epoch_totals.correct.item() / seen,
                 "val_loss": val["val_loss"],
                 "val_acc": val["val_acc"],
                 "lr": self.scheduler.get_last_lr()[-1],
-                "images_per_second": stats["images_per_second"],
+                "images_per_second": stats["images_per_second"] * self.world.size,
                 "epoch_seconds": stats["epoch_seconds"],
             }
-            self.metrics.append(row)
             is_best = val["val_acc"] > self.best_acc
             self.best_acc = max(self.best_acc, val["val_acc"])
             path = self.save(is_best=is_best)
-            print(
+            if self.world.is_main:
+                self.metrics.append(row)
+            self.say(
                 f"epoch {self.epoch}/{cfg.train.epochs}  train_loss {row['train_loss']:.4f}  "
                 f"val_loss {row['val_loss']:.4f}  val_acc {100 * row['val_acc']:.1f}%  lr {row['lr']:.2e}  "
-                f"{row['images_per_second']:.0f} img/s" + ("  (best)" if is_best else ""),
-                flush=True,
+                f"{row['images_per_second']:.0f} img/s" + ("  (best)" if is_best else "")
             )
-            if stop.requested and self.epoch < cfg.train.epochs:
-                raise Preempted(stop.signal_name or "signal", path, self.epoch, self.steps_per_epoch)
+            if self.stop_requested(stop) and self.epoch < cfg.train.epochs:
+                raise preempted(path, self.epoch, self.steps_per_epoch)
         if not row:
             done = f"{self.epoch} of {cfg.train.epochs} epochs"
-            print(f"nothing to do: {self.out_dir / 'last.pt'} already finished {done}")
+            self.say(f"nothing to do: {self.out_dir / 'last.pt'} already finished {done}")
+        barrier(self.world)
         return row
 
 
@@ -233,7 +302,11 @@ def train(cfg: Config, resume: str | None = None) -> dict[str, Any]:
 
     Raises ``Preempted`` after checkpointing when SIGTERM or SIGINT arrives.
     """
-    trainer = Trainer(cfg)
-    trainer.restore(resume)
-    with GracefulStop() as stop:
-        return trainer.fit(stop)
+    world = init_world(cfg.train.parallel)
+    try:
+        trainer = Trainer(cfg, world)
+        trainer.restore(resume)
+        with GracefulStop() as stop:
+            return trainer.fit(stop)
+    finally:
+        close_world(world)
