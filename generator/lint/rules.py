@@ -1,0 +1,366 @@
+"""The anti-patterns at the end of PRACTICES.md, one small ``ast`` check each.
+
+Every rule is a generator over a parsed file that yields the nodes it objects
+to; ``RULES`` gives each its code and a message citing the practice. The
+checks read syntax only, so each one is a heuristic whose limits its docstring
+states: they aim to stay silent on correct code (a false alarm teaches people
+to ignore the linter) more than to catch every spelling of a mistake.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple, TypeGuard
+
+from .names import import_aliases, qualified
+
+LEGACY_CONSTRUCTORS = frozenset(
+    f"{module}.{kind}Tensor"
+    for module in ("torch", "torch.cuda")
+    for kind in ("", "Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
+)
+TENSOR_FACTORIES = LEGACY_CONSTRUCTORS | {
+    f"torch.{name}"
+    for name in (
+        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
+        "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like",
+        "full_like", "rand_like", "randn_like", "stack", "cat",
+    )
+}  # fmt: skip
+NO_GRAD_CONTEXTS = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode"}
+)
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"})
+# ``.data`` on these is a config section, parsed arguments or a data set's own attribute, not a tensor's.
+NOT_TENSOR_SUBSTRINGS = ("cfg", "config", "dataset")
+NOT_TENSOR_NAMES = frozenset({"self", "args", "opt", "opts", "options", "hparams"})
+MODULE_NAME = re.compile(r"(model|module|net|network|encoder|decoder|backbone|classifier)$", re.IGNORECASE)
+LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+class Visit(NamedTuple):
+    node: ast.AST
+    no_grad: bool  # inside ``with torch.no_grad()`` or a function decorated with it
+    loop: ast.AST | None  # the innermost loop around the node
+
+
+class Finding(NamedTuple):
+    line: int
+    col: int  # 0-based, as flake8 expects
+    message: str  # starts with the code, as flake8 expects
+
+    @property
+    def code(self) -> str:
+        return self.message.split(maxsplit=1)[0]
+
+
+@dataclass
+class Source:
+    """A parsed file with what every rule needs: import aliases and the nn.Module subclasses it defines."""
+
+    tree: ast.Module
+    aliases: dict[str, str] = field(init=False)
+    module_classes: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.aliases = import_aliases(self.tree)
+        self.module_classes = set()
+        for node in ast.walk(self.tree):  # source order for top-level classes: a base precedes its subclasses
+            if isinstance(node, ast.ClassDef) and any(self.is_module_class_name(base) for base in node.bases):
+                self.module_classes.add(node.name)
+
+    def name(self, node: ast.expr) -> str | None:
+        return qualified(node, self.aliases)
+
+    def is_module_class_name(self, node: ast.expr) -> bool:
+        """``nn.Module``, any ``nn.X`` layer, a module class of this file, or a ``...Module`` (LightningModule)."""
+        name = self.name(node) or ""
+        last = name.rpartition(".")[2]
+        is_nn_class = name.startswith("torch.nn.") and name.count(".") == 2 and last[:1].isupper()
+        return (is_nn_class and name not in NOT_MODULES) or name in self.module_classes or last.endswith("Module")
+
+    def is_module_call(self, node: ast.expr) -> bool:
+        """A call that builds a module: ``nn.Linear(...)``, a torchvision model, a module class of this file."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = self.name(node.func) or ""
+        return self.is_module_class_name(node.func) or name.startswith("torchvision.models.")
+
+    def calls(self) -> Iterator[tuple[ast.Call, str]]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and (name := self.name(node.func)):
+                yield node, name
+
+
+def innermost_call(node: ast.expr) -> ast.expr:
+    """``torch.tensor(x).view(1, 3)`` -> ``torch.tensor(x)``; ``model.to(d).eval`` -> ``model``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call):
+        node = node.func.value
+    return node
+
+
+def receiver(node: ast.expr) -> ast.expr:
+    """The object a method chain starts from: ``model.to(device).float()`` -> ``model``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return node
+
+
+def is_method_call(node: ast.AST, *names: str) -> TypeGuard[ast.Call]:
+    """``x.name(...)`` for one of ``names``."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+
+
+def is_factory(src: Source, call: ast.Call) -> bool:
+    return src.name(call.func) in TENSOR_FACTORIES
+
+
+def last_identifier(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def self_attribute(target: ast.expr) -> str | None:
+    """``x`` for an assignment target ``self.x``."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return None
+
+
+def assignments(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr]]:
+    """(target, value) of every ``a = v`` and ``a: T = v`` under ``node``."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Assign):
+            for target in child.targets:
+                yield target, child.value
+        elif isinstance(child, ast.AnnAssign) and child.value is not None:
+            yield child.target, child.value
+
+
+def module_inits(src: Source) -> Iterator[tuple[ast.ClassDef, ast.FunctionDef]]:
+    """Every nn.Module subclass in the file with its ``__init__``."""
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.ClassDef) and node.name in src.module_classes:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    yield node, item
+
+
+def dot_data(src: Source) -> Iterator[ast.AST]:
+    """Any ``X.data``, unless X's name says it is a config, arguments, a data set, ``self`` or ``torch.utils``."""
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Attribute) and node.attr == "data":
+            owner = last_identifier(node.value).lower()
+            exempt = owner in NOT_TENSOR_NAMES or any(part in owner for part in NOT_TENSOR_SUBSTRINGS)
+            if not exempt and src.name(node.value) != "torch.utils":
+                yield node
+
+
+def legacy_constructor(src: Source) -> Iterator[ast.AST]:
+    """Calls of ``torch.Tensor``, ``torch.FloatTensor``, ... (``torch.Tensor`` as a type is fine)."""
+    for call, name in src.calls():
+        if name in LEGACY_CONSTRUCTORS:
+            yield call
+
+
+def cuda_call(src: Source) -> Iterator[ast.AST]:
+    """Any ``X.cuda(...)`` call; ``torch.cuda.*`` functions are not calls of a ``cuda`` method."""
+    for node in ast.walk(src.tree):
+        if is_method_call(node, "cuda") and src.name(node.func.value) != "torch":  # type: ignore[attr-defined]
+            yield node
+
+
+def unsafe_load(src: Source) -> Iterator[ast.AST]:
+    """``torch.load`` without ``map_location`` (keyword or 2nd argument) or without ``weights_only=True``.
+
+    A call with ``**kwargs`` is trusted: what it passes cannot be read from the syntax.
+    """
+    for call, name in src.calls():
+        if name != "torch.load" or any(keyword.arg is None for keyword in call.keywords):
+            continue
+        keywords = {keyword.arg: keyword.value for keyword in call.keywords}
+        weights_only = keywords.get("weights_only")
+        has_map_location = "map_location" in keywords or len(call.args) >= 2
+        if not has_map_location or not (isinstance(weights_only, ast.Constant) and weights_only.value is True):
+            yield call
+
+
+def whole_module_save(src: Source) -> Iterator[ast.AST]:
+    """``torch.save(X, ...)`` where X is a module by its name or by how this file built it.
+
+    X counts as a module when it is a plain name or attribute whose last part
+    ends in model, module, net, network, encoder, decoder, backbone or
+    classifier (``model``, ``self.net``, ``model.module``, ``resnet``), or a
+    name this file assigned from a module constructor (``m = nn.Linear(...)``).
+    Anything else is taken to be a checkpoint: a dict literal, a variable such
+    as ``state`` or ``checkpoint``, a call such as ``model.state_dict()``.
+    """
+    built = {
+        target.id
+        for target, value in assignments(src.tree)
+        if isinstance(target, ast.Name) and src.is_module_call(value)
+    }
+    for call, name in src.calls():
+        if name != "torch.save" or not call.args:
+            continue
+        saved = call.args[0]
+        by_name = isinstance(saved, (ast.Name, ast.Attribute)) and MODULE_NAME.search(last_identifier(saved))
+        if by_name or (isinstance(saved, ast.Name) and saved.id in built):
+            yield call
+
+
+def module_list(src: Source) -> Iterator[ast.AST]:
+    """In an nn.Module's ``__init__``: ``self.x = [module, ...]``, ``self.x = [module for ...]``, or
+    ``self.x.append(module)`` / ``self.x.extend([...])`` on an ``self.x`` assigned a plain list there.
+    """
+    for _, init in module_inits(src):
+        plain_lists = set()
+        for target, value in assignments(init):
+            attribute = self_attribute(target)
+            if attribute is None:
+                continue
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
+            if any(map(src.is_module_call, items)) or (
+                isinstance(value, ast.ListComp) and src.is_module_call(value.elt)
+            ):
+                yield value
+            elif isinstance(value, ast.List) or (isinstance(value, ast.Call) and src.name(value.func) == "list"):
+                plain_lists.add(attribute)
+        for node in ast.walk(init):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+                continue
+            if self_attribute(node.func.value) in plain_lists and node.func.attr in ("append", "extend", "insert"):
+                added = node.args[-1]
+                items = added.elts if isinstance(added, (ast.List, ast.Tuple)) else [added]
+                if any(src.is_module_call(item) for item in items):
+                    yield node
+
+
+def buffer_name(node: ast.AST) -> str | None:
+    """``"mean"`` for ``self.register_buffer("mean", ...)``."""
+    if is_method_call(node, "register_buffer") and node.args and isinstance(node.args[0], ast.Constant):
+        return str(node.args[0].value)
+    return None
+
+
+def is_torch_layer(name: str | None) -> bool:
+    """``torch.nn.BatchNorm2d`` and the like: torch's own layers, not the bare ``nn.Module``."""
+    return name is not None and name.startswith("torch.nn.") and name != "torch.nn.Module"
+
+
+def unregistered_tensor(src: Source) -> Iterator[ast.AST]:
+    """In an nn.Module's ``__init__``: ``self.x = torch.tensor(...)`` (or another factory, maybe with
+    ``.view(...)`` after it). Such an assignment only updates a buffer already registered, so names passed to
+    ``register_buffer`` anywhere in the file are skipped, and so are subclasses of torch's own layers
+    (``nn.BatchNorm2d`` registers buffers this file does not show).
+    """
+    buffers = {name for call in ast.walk(src.tree) if (name := buffer_name(call))}
+    for cls, init in module_inits(src):
+        if any(is_torch_layer(src.name(base)) for base in cls.bases):
+            continue
+        for target, value in assignments(init):
+            attribute = self_attribute(target)
+            made = innermost_call(value)
+            if attribute and attribute not in buffers and isinstance(made, ast.Call) and is_factory(src, made):
+                yield target
+
+
+def is_no_grad(src: Source, node: ast.expr) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, bare as decorators, or ``torch.set_grad_enabled(False)``."""
+    if isinstance(node, ast.Call):
+        if src.name(node.func) == "torch.set_grad_enabled":
+            return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value is False
+        node = node.func
+    return src.name(node) in NO_GRAD_CONTEXTS
+
+
+def walk_scope(src: Source, node: ast.AST, no_grad: bool, loop: ast.AST | None) -> Iterator[Visit]:
+    """Each node of one function (not of functions nested in it) with its grad context and innermost loop."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, SCOPES):
+            continue
+        yield Visit(child, no_grad, loop)
+        inner = no_grad
+        if isinstance(child, (ast.With, ast.AsyncWith)):
+            inner = no_grad or any(is_no_grad(src, item.context_expr) for item in child.items)
+        yield from walk_scope(src, child, inner, child if isinstance(child, LOOPS) else loop)
+
+
+def mode_switches(visits: list[Visit]) -> list[tuple[tuple[int, int], str, bool]]:
+    """(position, model as written, is eval) for each ``m.eval()``, ``m.train()``, ``m.train(False)``,
+    and ``m = expr.eval()``, which makes ``m`` an evaluating model from there on."""
+    switches = []
+    for visit in visits:
+        node = visit.node
+        if is_method_call(node, "eval", "train"):
+            off = node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is False
+            model = ast.unparse(receiver(node.func.value))
+            switches.append(((node.lineno, node.col_offset), model, node.func.attr == "eval" or bool(off)))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and is_method_call(node.value, "eval"):
+            switches.append(((node.lineno, node.col_offset), ast.unparse(node.targets[0]), True))
+    return sorted(switches)
+
+
+def eval_loop(src: Source) -> Iterator[ast.AST]:
+    """A loop that calls a model whose last ``.eval()``/``.train()`` before the call, in the same function,
+    was ``.eval()``, outside any ``with torch.no_grad()``/``inference_mode()`` and without such a decorator.
+
+    The model is matched by spelling: ``model.eval()`` then ``model(x)``; ``self.model.to(d).eval()`` then
+    ``self.model(x)``; ``net = build().eval()`` then ``net(x)``. Reported once, at the innermost loop.
+    """
+    scopes: list[ast.AST] = [src.tree]
+    scopes += [node for node in ast.walk(src.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        decorated = any(is_no_grad(src, decorator) for decorator in getattr(scope, "decorator_list", []))
+        visits = list(walk_scope(src, scope, decorated, None))
+        switches = mode_switches(visits)
+        reported: set[int] = set()
+        for node, no_grad, loop in visits:
+            if no_grad or loop is None or id(loop) in reported or not isinstance(node, ast.Call):
+                continue
+            model, position = ast.unparse(node.func), (node.lineno, node.col_offset)
+            before = [is_eval for where, switched, is_eval in switches if switched == model and where < position]
+            if before and before[-1]:
+                reported.add(id(loop))
+                yield loop
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    message: str
+    find: Callable[[Source], Iterator[ast.AST]]
+
+
+RULES = (
+    Rule("TSC101", ".data bypasses autograd; use .detach() (P5)", dot_data),
+    Rule(
+        "TSC102",
+        "legacy tensor constructor; use torch.as_tensor/torch.from_numpy, or torch.tensor with a dtype (P2)",
+        legacy_constructor,
+    ),
+    Rule("TSC103", ".cuda() call; choose one torch.device and move with .to(device) (P6)", cuda_call),
+    Rule("TSC104", "torch.load needs map_location and weights_only=True (P7)", unsafe_load),
+    Rule("TSC105", "torch.save of a whole module pickles it; save its state_dict() (P7)", whole_module_save),
+    Rule("TSC106", "Python list of modules is not registered; use nn.ModuleList (P4)", module_list),
+    Rule(
+        "TSC107",
+        "tensor attribute set in __init__ does not follow .to() nor enter state_dict; use register_buffer (P9)",
+        unregistered_tensor,
+    ),
+    Rule("TSC108", "loop calls a model after .eval() without torch.no_grad()/inference_mode() (P11)", eval_loop),
+)
+
+
+def check(tree: ast.Module) -> list[Finding]:
+    """Every rule's findings in one parsed file, in source order."""
+    src = Source(tree)
+    findings = {
+        Finding(node.lineno, node.col_offset, f"{rule.code} {rule.message}")  # type: ignore[attr-defined]
+        for rule in RULES
+        for node in rule.find(src)
+    }
+    return sorted(findings)
