@@ -215,6 +215,7 @@ def test_pre_commit_hook_runs_the_check() -> None:
     (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "torch-scaffold-check" and hook["entry"] == "torch-scaffold check"
     assert hook["language"] == "python" and hook["types"] == ["python"]
+    assert {dependency.split(">")[0] for dependency in hook["additional_dependencies"]} == {"flake8", "torchfix"}
 
 
 def test_generated_package_is_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
