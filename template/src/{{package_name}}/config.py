@@ -74,6 +74,8 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     parallel: str = "auto"  # auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp
+    channels_last: str = "auto"  # auto (on for CUDA) | true | false: NHWC memory layout for convolutions
+    compile: bool = False  # torch.compile the model (before DDP wrapping); checkpoints stay unprefixed
     out_dir: str = "runs/default"
     log_every: int = 20  # optimizer steps between host syncs for the progress bar
     progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
@@ -102,6 +104,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optim.scheduler": ("cosine", "step"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
     "train.parallel": ("auto", "none", "dp", "ddp"),
+    "train.channels_last": ("auto", "true", "false"),
 }
 POSITIVE = ("data.image_size", "data.batch_size", "optim.lr", "train.epochs", "train.log_every")
 NON_NEGATIVE = (
@@ -208,7 +211,9 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
         return [_coerce(v, args[0], key) for v in value]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is str and isinstance(value, int | float) and not isinstance(value, bool):
+    if kind is str and isinstance(value, bool):
+        return "true" if value else "false"  # YAML reads an unquoted true/false as a bool
+    if kind is str and isinstance(value, int | float):
         return str(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise UserError(f"{key} must be {kind.__name__}, got {value!r}")

@@ -119,6 +119,13 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return precision
 
 
+def memory_format(setting: str, device: torch.device) -> torch.memory_format:
+    """``auto``: channels_last on CUDA, where tensor cores want NHWC; contiguous on the CPU."""
+    if setting == "true" or (setting == "auto" and device.type == "cuda"):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
     if precision == "fp32":
         return contextlib.nullcontext()

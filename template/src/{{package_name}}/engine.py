@@ -59,6 +59,7 @@ def train_one_epoch(
     log_every: int = 20,
     progress: bool = False,
     grad_clip_norm: float = 0.0,
+    layout: torch.memory_format = torch.contiguous_format,
     on_step: Callable[[EpochTotals, torch.Tensor], None] | None = None,
 ) -> dict[str, Any]:
     """Train on every batch the loader gives; ``totals`` carries a resumed epoch's sums.
@@ -73,7 +74,7 @@ def train_one_epoch(
     bar = tqdm(loader, desc=f"epoch {epoch}", disable=not progress, leave=False, dynamic_ncols=True)
     for images, targets in bar:
         # P6: one device, asynchronous copies from pinned memory.
-        images = images.to(device, non_blocking=True)
+        images = images.to(device, non_blocking=True, memory_format=layout)
         targets = targets.to(device, non_blocking=True)
         with autocast(device, precision):
             logits = model(images)
@@ -116,6 +117,7 @@ def evaluate(
     num_classes: int,
     progress: bool = False,
     world: World | None = None,
+    layout: torch.memory_format = torch.contiguous_format,
 ) -> dict[str, Any]:
     """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
 
@@ -127,7 +129,7 @@ def evaluate(
     confusion = torch.zeros(num_classes * num_classes, device=device, dtype=torch.long)
     with torch.inference_mode():  # P11: no graph is built
         for images, targets in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
-            images = images.to(device, non_blocking=True)
+            images = images.to(device, non_blocking=True, memory_format=layout)
             targets = targets.to(device, non_blocking=True)
             with autocast(device, precision):
                 logits = model(images)

@@ -37,6 +37,7 @@ from .distributed import (
     close_world,
     configure_backends,
     init_world,
+    memory_format,
     resolve_precision,
     select_device,
     sum_across,
@@ -105,7 +106,8 @@ class Trainer:
         self.val_loader = build_loader(val_set, cfg, self.device, train=False, world=self.world)
         self.steps_per_epoch = len(self.train_loader)
 
-        self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(self.device)
+        self.layout = memory_format(cfg.train.channels_last, self.device)
+        self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(self.device, memory_format=self.layout)
         self.optimizer = build_optimizer(self.model, cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -212,6 +214,8 @@ class Trainer:
 
     def fit(self, stop: GracefulStop) -> dict[str, Any]:
         cfg = self.cfg
+        if cfg.train.compile:
+            self.model = torch.compile(self.model)  # before DDP, as the DDP docs advise; saves unwrap it
         self.model = wrap_model(self.model, self.device, cfg.train.parallel, cfg.data.batch_size, world=self.world)
         if self.world.is_main:
             self.metrics.truncate_after(self.epoch)
@@ -252,6 +256,7 @@ class Trainer:
                 log_every=cfg.train.log_every,
                 progress=self.progress,
                 grad_clip_norm=cfg.train.grad_clip_norm,
+                layout=self.layout,
                 on_step=at_step_boundary,
             )
             sync_buffers(unwrap(self.model), self.world)  # evaluate what the checkpoint will hold
@@ -263,6 +268,7 @@ class Trainer:
                 self.precision,
                 len(self.classes),
                 world=self.world,
+                layout=self.layout,
             )
             self.epoch += 1
             epoch_totals = self.sum_totals(totals)
