@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="template version, newest version, and template files changed locally")
     status.add_argument("dest", type=Path)
+    check = commands.add_parser("check", help="report the practices' anti-patterns (TSC) and torchfix's rules (TOR)")
+    check.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH", help="files or folders")
     return parser
 
 
@@ -64,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
         print(report(status(args.dest)))
         return 0
+    if args.command == "check":
+        from .check import run_check
+
+        return run_check(*args.paths)
     raise AssertionError(args.command)
 
 

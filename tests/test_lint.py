@@ -224,11 +224,17 @@ def test_generated_package_is_clean(project: Path, capsys: pytest.CaptureFixture
     assert status == 0, capsys.readouterr().out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="template/tests/test_checkpoint.py.jinja (lines 137, 152) calls torch.load without map_location on purpose, "
-    "to show the failure; those two lines need `# noqa: TSC104`. Remove this mark when they have it.",
-)
 def test_generated_tests_are_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = run_check(project / "tests")
     assert status == 0, capsys.readouterr().out
+
+
+def test_torch_scaffold_check_command(planted: Path, project: Path) -> None:
+    """The console script: each rule's code reported on the planted file, exit 1; a generated project, exit 0."""
+    bad = subprocess.run([str(BIN / "torch-scaffold"), "check", str(planted)], capture_output=True, text=True)
+    assert bad.returncode == 1
+    for rule in RULES:
+        assert rule.code in bad.stdout
+    clean = subprocess.run([str(BIN / "torch-scaffold"), "check", str(project)], capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stdout
+    assert "no findings" in clean.stdout
