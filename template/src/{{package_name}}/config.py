@@ -80,6 +80,7 @@ class TrainConfig:
     log_every: int = 20  # optimizer steps between host syncs for the progress bar
     progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
     grad_clip_norm: float = 0.0  # 0 turns clipping off
+    tensorboard: bool = False  # also log to out_dir/tensorboard (the tensorboard extra)
     checkpoint_every_steps: int = 0  # also write last.pt every K optimizer steps; 0: at epoch ends only
     keep_last: int = 0  # older checkpoints kept beside last.pt, for a fallback if it is damaged
 

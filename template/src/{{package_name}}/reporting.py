@@ -37,10 +37,26 @@ class MetricsLog:
             handle.flush()
 
 
-def save_sample_grid(images: torch.Tensor, path: str | Path, max_images: int = 64) -> None:
+def sample_grid(images: torch.Tensor, max_images: int = 64) -> torch.Tensor:
     """P15: a ``make_grid`` of a training batch, as the model receives it (after augmentation)."""
     batch = images[:max_images].detach().cpu()
     if not batch.is_floating_point():
         batch = batch.float().div(255)
     nrow = max(1, int(len(batch) ** 0.5))
-    save_image(make_grid(batch.clamp(0, 1), nrow=nrow, padding=2, pad_value=1.0), str(path))
+    return make_grid(batch.clamp(0, 1), nrow=nrow, padding=2, pad_value=1.0)
+
+
+def save_sample_grid(images: torch.Tensor, path: str | Path) -> None:
+    save_image(sample_grid(images), str(path))
+
+
+def draw_curves(rows: list[dict[str, Any]], path: Path) -> str | None:
+    """``curves.png`` after every epoch; returns why not, once, when matplotlib is missing."""
+    from .errors import UserError
+    from .plots import plot_curves
+
+    try:
+        plot_curves(rows, path)
+    except UserError as missing:
+        return str(missing)
+    return None

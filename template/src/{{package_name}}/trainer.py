@@ -50,7 +50,8 @@ from .errors import UserError
 from .model import build_model
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
-from .reporting import MetricsLog, save_sample_grid
+from .reporting import MetricsLog, draw_curves, save_sample_grid
+from .tensorboard_log import TensorBoardLog
 
 
 def seed_everything(seed: int) -> None:
@@ -113,6 +114,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.criterion = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
         self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
+        logs_to_board = cfg.train.tensorboard and self.world.is_main
+        self.board = TensorBoardLog(self.out_dir, cfg.to_dict()) if logs_to_board else None
+        self.curves_note: str | None = None
 
         self.epoch = 0  # completed epochs
         self.global_step = 0  # optimizer steps
@@ -212,6 +216,16 @@ class Trainer:
         flag = torch.tensor([1.0 if stop.requested else 0.0], device=self.device)
         return bool(sum_across(flag, self.world).item() > 0)
 
+    def report(self, row: dict[str, Any]) -> None:
+        """metrics.jsonl, curves.png and TensorBoard, from the main process."""
+        self.metrics.append(row)
+        if self.board is not None:
+            self.board.epoch(row, {g["name"]: g["lr"] for g in self.optimizer.param_groups})
+        note = draw_curves(self.metrics.rows(), self.out_dir / "curves.png")
+        if note and not self.curves_note:
+            self.curves_note = note
+            self.say(f"note: no curves.png: {note}")
+
     def fit(self, stop: GracefulStop) -> dict[str, Any]:
         cfg = self.cfg
         if cfg.train.compile:
@@ -232,6 +246,8 @@ class Trainer:
             self.global_step += 1
             if self.world.is_main and not grid.exists():
                 save_sample_grid(images, grid)
+                if self.board is not None:
+                    self.board.batch(images)
             unfinished = totals.steps < self.steps_per_epoch
             stopping = self.stop_requested(stop)
             if stopping or (every and unfinished and self.global_step % every == 0):
@@ -288,7 +304,7 @@ class Trainer:
             self.best_acc = max(self.best_acc, val["val_acc"])
             path = self.save(is_best=is_best)
             if self.world.is_main:
-                self.metrics.append(row)
+                self.report(row)
             self.say(
                 f"epoch {self.epoch}/{cfg.train.epochs}  train_loss {row['train_loss']:.4f}  "
                 f"val_loss {row['val_loss']:.4f}  val_acc {100 * row['val_acc']:.1f}%  lr {row['lr']:.2e}  "
@@ -309,10 +325,13 @@ def train(cfg: Config, resume: str | None = None) -> dict[str, Any]:
     Raises ``Preempted`` after checkpointing when SIGTERM or SIGINT arrives.
     """
     world = init_world(cfg.train.parallel)
+    trainer: Trainer | None = None
     try:
         trainer = Trainer(cfg, world)
         trainer.restore(resume)
         with GracefulStop() as stop:
             return trainer.fit(stop)
     finally:
+        if trainer is not None and trainer.board is not None:
+            trainer.board.close()
         close_world(world)
