@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint env clean
+.PHONY: demo test lint bench env clean
 
 env: $(STAMP)
 
@@ -33,6 +33,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Throughput (compute bound, generated trainer, naive loop) and checkpoint cost, printed and in .bench/.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/checkpoint_cost.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache
