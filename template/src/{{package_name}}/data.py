@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from . import extensions
 from .bad_files import check_strays, checked, drop_unreadable
 from .config import Config, DataConfig
 from .distributed import World
@@ -41,6 +42,7 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
             v2.ToImage(),
             v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
             v2.RandomHorizontalFlip(),
+            *extensions.extra_train_transforms(),  # yours
         ]
     else:
         steps = [

@@ -15,6 +15,7 @@ import torchvision
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
+from . import extensions
 from .config import ModelConfig
 from .errors import UserError
 
@@ -115,7 +116,10 @@ def torchvision_backbone(name: str) -> tuple[nn.Module, int, str]:
 
 def build_model(cfg: ModelConfig, num_classes: int) -> ImageClassifier:
     removed_head = ""
-    if cfg.name == "simple_cnn":
+    custom = extensions.custom_backbone(cfg.name)
+    if custom is not None:
+        backbone, num_features = custom
+    elif cfg.name == "simple_cnn":
         backbone: nn.Module = SimpleCNN(cfg.widths, cfg.blocks_per_stage, in_channels=len(cfg.mean))
         num_features = backbone.out_features
     else:
