@@ -34,6 +34,7 @@ class DataConfig:
     augment: bool = True  # random resized crop + horizontal flip for training
     crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
+    cache: str = "none"  # none | memory: decode every image once and keep it (small data sets)
     on_bad_file: str = "error"  # error: stop and name an unreadable file | skip: leave such files out, listed
 
 
@@ -101,6 +102,7 @@ class Config:
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.format": ("image", "npy"),
     "data.on_bad_file": ("error", "skip"),
+    "data.cache": ("none", "memory"),
     "optim.name": ("sgd", "adamw"),
     "optim.scheduler": ("cosine", "step"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),

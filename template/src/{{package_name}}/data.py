@@ -19,6 +19,7 @@ from torchvision.transforms import v2
 
 from . import extensions
 from .bad_files import check_strays, checked, drop_unreadable
+from .cache import MemoryCache
 from .config import Config, DataConfig
 from .distributed import World
 from .errors import UserError
@@ -100,6 +101,8 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
     train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress)
     val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, progress=progress)
     align_classes(val_set, train_set.class_to_idx)
+    if cfg.data.cache == "memory":
+        return MemoryCache(train_set, cfg.data, progress), MemoryCache(val_set, cfg.data, progress)  # type: ignore[return-value]
     return train_set, val_set
 
 

@@ -1,0 +1,58 @@
+"""``data.cache: memory``: decode every image once and keep it as a uint8 tensor.
+
+For data sets of small images that fit in memory, later epochs skip the file
+reads and the PNG/JPEG decoding, which on a few CPU cores can cost as much as
+the model's own step. Images are stored at the evaluation resize (shorter side
+``image_size / eval_crop_ratio``), so evaluation sees the same pixels as
+without the cache and training crops are taken from that size. The random
+augmentation still runs per sample, seeded as without the cache, so resumed
+runs stay exact.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+from torchvision import datasets
+from torchvision.transforms import v2
+from tqdm import tqdm
+
+from .config import DataConfig
+from .errors import UserError
+
+MEMORY_SHARE = 0.5  # of the machine's memory, at most
+
+
+def memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class MemoryCache(Dataset):
+    """The folder's samples, decoded once; ``classes`` and ``targets`` as the folder has them."""
+
+    def __init__(self, folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> None:
+        side = round(cfg.image_size / cfg.eval_crop_ratio)
+        estimate = len(folder) * 3 * side * side * 4 // 3  # about a third more for aspect ratios
+        if estimate > MEMORY_SHARE * memory_bytes():
+            raise UserError(
+                f"data.cache=memory would hold about {estimate / 2**30:.1f} GiB of images, more than half of this "
+                "machine's memory: use data.cache=none"
+            )
+        resize = v2.Compose([v2.ToImage(), v2.Resize(side, antialias=True), v2.ToPureTensor()])
+        paths = [path for path, _ in folder.samples]
+        self.images = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
+        self.transform = folder.transform
+        self.targets = list(folder.targets)
+        self.classes = folder.classes
+        self.class_to_idx = folder.class_to_idx
+        self.root = folder.root
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
+        image = self.images[index]
+        return (self.transform(image) if self.transform else image), self.targets[index]
