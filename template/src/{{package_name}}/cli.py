@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | sample-data.
+"""Command line: train | evaluate | predict | similar | export | sample-data.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -39,12 +39,31 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(evaluate, None)
     evaluate.add_argument("--checkpoint", required=True, help="a .pt file written by train")
     evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
+    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
+    evaluate.add_argument(
+        "--confusion",
+        metavar="PATH",
+        help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
+    )
 
     predict = commands.add_parser("predict", help="top-k classes for image files")
     with_config(predict, None)
     predict.add_argument("--checkpoint", required=True, help="a .pt file written by train")
     predict.add_argument("--topk", type=int, default=3, help="classes to show per file (default: 3)")
     predict.add_argument("files", nargs="+", metavar="FILE")
+
+    similar = commands.add_parser("similar", help="the training images most similar to each query image")
+    with_config(similar, None)
+    similar.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    similar.add_argument("--k", type=int, default=5, help="neighbours to list per query (default: 5)")
+    similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
+    similar.add_argument("queries", nargs="+", metavar="QUERY")
+
+    export = commands.add_parser("export", help="write a deployable model: TorchScript, torch.export or ONNX")
+    with_config(export, None)
+    export.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
+    export.add_argument("--output", metavar="PATH", help="default: beside the checkpoint, e.g. best.pt2")
 
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
@@ -79,6 +98,24 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "evaluate":
         result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
         print(format_report(result, loaded.classes))
+        from .evaluation_report import default_confusion_path, report_extras
+
+        picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
+        print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
+        return 0
+    if args.command == "similar":
+        from .similarity import SimilarityIndex
+
+        index = SimilarityIndex(loaded, args.split)
+        for query, matches in zip(args.queries, index.search(args.queries, args.k), strict=True):
+            print(f"{query}:")
+            for rank, match in enumerate(matches, 1):
+                print(f"  {rank}. {match.similarity:.4f}  {match.path}  ({match.label})")
+        return 0
+    if args.command == "export":
+        from .export import export_checkpoint
+
+        print(export_checkpoint(loaded, args.checkpoint, args.format, args.output))
         return 0
     for path in args.files:
         ranked = predict_file(loaded, path, args.topk)

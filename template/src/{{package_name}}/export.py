@@ -1,0 +1,93 @@
+"""Deployable artifacts of a trained model: TorchScript, ``torch.export`` (.pt2) or ONNX.
+
+The artifacts take float images in [0, 1], shape (batch, channels, size,
+size), any batch size; normalization is inside (the model's buffers, P9).
+Tracing and exporting record one input dtype, so unlike the eager model they
+do not also take uint8: convert with ``images.float() / 255`` first.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .errors import UserError
+from .inference import Loaded
+from .optional import require
+
+FORMATS = {"torchscript": ".torchscript.pt", "exported": ".pt2", "onnx": ".onnx"}
+
+
+def example_batch(channels: int, image_size: int, batch: int = 2) -> torch.Tensor:
+    """A float batch to trace with; 2 images so that the batch dimension is not taken for a constant 1."""
+    generator = torch.Generator().manual_seed(0)
+    return torch.rand(batch, channels, image_size, image_size, generator=generator)
+
+
+def default_output(checkpoint: str | Path, fmt: str) -> Path:
+    """Beside the checkpoint: best.pt -> best.torchscript.pt, best.pt2 or best.onnx."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.with_name(checkpoint.stem + FORMATS[fmt])
+
+
+def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+    """``torch.export`` with a dynamic batch dimension."""
+    return torch.export.export(model.eval(), (example,), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+
+
+def export_model(model: nn.Module, fmt: str, example: torch.Tensor, output: str | Path) -> Path:
+    """Write ``model`` (in eval mode, on the CPU) as ``fmt`` to ``output``."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    model = model.cpu().eval()
+    with torch.inference_mode(False), torch.no_grad():
+        if fmt == "torchscript":
+            with warnings.catch_warnings():  # PyTorch deprecates TorchScript; the README says to prefer `exported`
+                warnings.simplefilter("ignore", FutureWarning)
+                torch.jit.trace(model, example).save(str(output))
+        elif fmt == "exported":
+            torch.export.save(export_program(model, example), str(output))
+        elif fmt == "onnx":
+            for module in ("onnx", "onnxscript"):
+                require(module, "onnx", "ONNX export")
+            program = torch.onnx.export(export_program(model, example), (example,), dynamo=True, verbose=False)
+            program.save(str(output))
+        else:
+            raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return output
+
+
+def load_artifact(path: str | Path, fmt: str) -> Any:
+    """A callable ``batch -> logits`` from an exported file, to check it or to serve it."""
+    if fmt == "torchscript":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.jit.load(str(path), map_location="cpu")
+    if fmt == "exported":
+        return torch.export.load(str(path)).module()
+    ort = require("onnxruntime", "onnx", "running an ONNX model")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return lambda batch: torch.from_numpy(session.run(None, {name: batch.detach().cpu().numpy()})[0])
+
+
+def max_difference(model: nn.Module, artifact: Any, batch: torch.Tensor) -> float:
+    """Largest absolute difference between the eager model's logits and the artifact's."""
+    with torch.no_grad():
+        return (model.cpu().eval()(batch) - artifact(batch)).abs().max().item()
+
+
+def export_checkpoint(loaded: Loaded, checkpoint: str | Path, fmt: str, output: str | Path | None = None) -> str:
+    """Export on the CPU in fp32, then check the artifact against the eager model on another batch size."""
+    cfg = loaded.config
+    channels, size = len(cfg.model.mean), cfg.data.image_size
+    path = export_model(loaded.model, fmt, example_batch(channels, size), output or default_output(checkpoint, fmt))
+    try:
+        difference = max_difference(loaded.model, load_artifact(path, fmt), example_batch(channels, size, batch=3))
+    except UserError as exc:
+        return f"wrote {path} (not checked: {exc})"
+    return f"wrote {path}: float input in [0, 1], any batch size; max |logit difference| vs eager {difference:.2e}"
