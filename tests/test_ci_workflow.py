@@ -1,0 +1,70 @@
+"""The generated project's CI: an optional GitHub Actions workflow (copier question ci_workflow) and pre-commit."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import BIN, check, generate, run_in
+
+WORKFLOW = Path(".github/workflows/ci.yml")
+
+
+def steps(project: Path) -> list[dict]:
+    workflow = yaml.safe_load((project / WORKFLOW).read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
+    assert {"push", "pull_request"} <= set(triggers)
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"].startswith("ubuntu")
+    return job["steps"]
+
+
+def commands(project: Path) -> list[str]:
+    return [line.strip() for step in steps(project) for line in step.get("run", "").splitlines() if line.strip()]
+
+
+def test_workflow_by_default_lints_and_tests_on_cpu(project: Path) -> None:
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["ci_workflow"] is True
+    setup = next(step for step in steps(project) if step.get("uses", "").startswith("actions/setup-python"))
+    assert setup["with"]["python-version"] == answers["python_version"]
+    run = commands(project)
+    install = [line for line in run if "pip install" in line]
+    assert any("torch" in line and "--index-url https://download.pytorch.org/whl/cpu" in line for line in install)
+    assert any('-e ".[dev]"' in line for line in install)
+    assert "ruff check ." in run and "ruff format --check ." in run
+    assert any(line.startswith("python -m pytest") for line in run)
+    assert run.index("ruff check .") < next(i for i, line in enumerate(run) if "pytest" in line)
+
+
+def test_workflow_lint_commands_pass_on_the_generated_project(project: Path) -> None:
+    """The Lint step's own commands, run as CI would (ruff from this environment)."""
+    lint = [line for line in commands(project) if line.startswith("ruff")]
+    assert len(lint) == 2
+    for line in lint:
+        program, *args = shlex.split(line)
+        check(run_in(project, str(BIN / program), *args, "--no-cache"))
+
+
+@pytest.mark.parametrize("python_version", ["3.10", "3.13"])
+def test_workflow_uses_the_oldest_supported_python(template_repo: Path, tmp_path: Path, python_version: str) -> None:
+    dest = generate(template_repo, tmp_path / "p", python_version=python_version)
+    setup = next(step for step in steps(dest) if step.get("uses", "").startswith("actions/setup-python"))
+    assert setup["with"]["python-version"] == python_version
+
+
+def test_no_workflow_when_declined(template_repo: Path, tmp_path: Path) -> None:
+    dest = generate(template_repo, tmp_path / "p", ci_workflow=False)
+    assert not (dest / ".github").exists()
+    assert (dest / "pyproject.toml").is_file()
+    assert yaml.safe_load((dest / ".copier-answers.yml").read_text())["ci_workflow"] is False
+    assert (dest / ".pre-commit-config.yaml").is_file()  # pre-commit is independent of the CI service
+
+
+def test_pre_commit_runs_ruff(project: Path) -> None:
+    config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
+    hooks = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
+    assert {"ruff-check", "ruff-format"} <= hooks
+    ruff = next(repo for repo in config["repos"] if repo["repo"].endswith("/ruff-pre-commit"))
+    assert ruff["rev"].startswith("v")
