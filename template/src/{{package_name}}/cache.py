@@ -36,10 +36,11 @@ class MemoryCache(Dataset):
     def __init__(self, folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> None:
         side = round(cfg.image_size / cfg.eval_crop_ratio)
         estimate = len(folder) * 3 * side * side * 4 // 3  # about a third more for aspect ratios
-        if estimate > MEMORY_SHARE * memory_bytes():
+        processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # each process under torchrun holds its own copy
+        if estimate * processes > MEMORY_SHARE * memory_bytes():
             raise UserError(
-                f"data.cache=memory would hold about {estimate / 2**30:.1f} GiB of images, more than half of this "
-                "machine's memory: use data.cache=none"
+                f"data.cache=memory would hold about {estimate * processes / 2**30:.1f} GiB of images, more than half "
+                "of this machine's memory: use data.cache=none"
             )
         resize = v2.Compose([v2.ToImage(), v2.Resize(side, antialias=True), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]

@@ -71,7 +71,10 @@ def link_atomically(source: Path, target: Path) -> None:
     try:
         os.link(source, tmp)
     except OSError:
-        shutil.copy2(source, tmp)
+        with source.open("rb") as original, tmp.open("wb") as copy:
+            shutil.copyfileobj(original, copy)
+            copy.flush()
+            os.fsync(copy.fileno())
     os.replace(tmp, target)
     _fsync_dir(target.parent)
 
@@ -146,21 +149,26 @@ def load_model_state(model: nn.Module, state: dict[str, torch.Tensor], source: s
         ) from None
 
 
-def rng_state() -> dict[str, Any]:
-    """Every random generator the run draws from, as tensors and plain values."""
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """Every random generator the run draws from, as tensors and plain values.
+
+    Of the GPUs only the training device's: the file then resumes on a
+    machine with another number of GPUs.
+    """
     numpy_state = np.random.get_state()  # noqa: NPY002 - the global generator user code may draw from
+    on_gpu = device is not None and device.type == "cuda"
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state(device) if on_gpu else None,
         "numpy": [numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]],
         "python": random.getstate(),
     }
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
     torch.set_rng_state(state["torch"])
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if isinstance(state.get("cuda"), torch.Tensor) and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
     name, keys, *rest = state["numpy"]
     np.random.set_state((name, keys.numpy(), *rest))  # noqa: NPY002
     version, internal, gauss = state["python"]

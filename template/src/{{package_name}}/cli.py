@@ -15,6 +15,12 @@ from .errors import UserError
 from .preemption import EXIT_PREEMPTED, Preempted
 
 
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=__package__, description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -49,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="top-k classes for image files")
     with_config(predict, None)
     predict.add_argument("--checkpoint", required=True, help="a .pt file written by train")
-    predict.add_argument("--topk", type=int, default=3, help="classes to show per file (default: 3)")
+    predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
     predict.add_argument("files", nargs="+", metavar="FILE")
 
     similar = commands.add_parser("similar", help="the training images most similar to each query image")

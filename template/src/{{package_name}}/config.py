@@ -109,7 +109,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.parallel": ("auto", "none", "dp", "ddp"),
     "train.channels_last": ("auto", "true", "false"),
 }
-POSITIVE = ("data.image_size", "data.batch_size", "optim.lr", "train.epochs", "train.log_every")
+POSITIVE = (
+    "data.image_size",
+    "data.batch_size",
+    "optim.lr",
+    "optim.step_epochs",
+    "optim.gamma",
+    "train.epochs",
+    "train.log_every",
+)
 NON_NEGATIVE = (
     "data.num_workers",
     "optim.momentum",
@@ -214,6 +222,11 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
         return [_coerce(v, args[0], key) for v in value]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML 1.1 reads 1e-3 (no dot) as a string
+        except ValueError:
+            pass
     if kind is str and isinstance(value, bool):
         return "true" if value else "false"  # YAML reads an unquoted true/false as a bool
     if kind is str and isinstance(value, int | float):
@@ -233,13 +246,16 @@ def validate(config: Config) -> None:
     for key in NON_NEGATIVE:
         if get_dotted(config, key) < 0:
             raise UserError(f"{key} must not be negative, got {get_dotted(config, key)}")
-    if not 0 <= config.model.dropout < 1:
-        raise UserError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
+    for key in ("model.dropout", "optim.label_smoothing"):
+        if not 0 <= get_dotted(config, key) < 1:
+            raise UserError(f"{key} must be in [0, 1), got {get_dotted(config, key)}")
+    if not 0 < config.optim.warmup_start_factor <= 1:
+        raise UserError(f"optim.warmup_start_factor must be in (0, 1], got {config.optim.warmup_start_factor}")
     if not 0 < config.data.crop_scale_min <= 1 or not 0 < config.data.eval_crop_ratio <= 1:
         raise UserError("data.crop_scale_min and data.eval_crop_ratio must be in (0, 1]")
     if not config.model.widths or min(config.model.widths) <= 0 or config.model.blocks_per_stage <= 0:
         raise UserError("model.widths must be a non-empty list of positive ints and model.blocks_per_stage > 0")
-    if len(config.model.mean) != len(config.model.std) or min(config.model.std) <= 0:
+    if not config.model.std or len(config.model.mean) != len(config.model.std) or min(config.model.std) <= 0:
         raise UserError("model.mean and model.std need one value per channel, std > 0")
 
 

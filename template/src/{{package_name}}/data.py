@@ -6,6 +6,7 @@ model converts and normalizes them with its own buffers (see model.py).
 
 from __future__ import annotations
 
+import random
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,9 +181,17 @@ class SeededSamples(Dataset):
 
     def __getitem__(self, key: tuple[int, int]) -> Any:
         epoch, index = key
-        with torch.random.fork_rng(devices=[]):  # leave the caller's generator as it was
-            torch.manual_seed(sample_seed(self.seed, epoch, index))
-            return self.dataset[index]
+        seed = sample_seed(self.seed, epoch, index)
+        python_state, numpy_state = random.getstate(), np.random.get_state()  # noqa: NPY002
+        with torch.random.fork_rng(devices=[]):  # leave the caller's generators as they were
+            torch.manual_seed(seed)
+            random.seed(seed)  # for transforms of your own (extensions.py) that draw from these
+            np.random.seed(seed % 2**32)  # noqa: NPY002
+            try:
+                return self.dataset[index]
+            finally:
+                random.setstate(python_state)
+                np.random.set_state(numpy_state)  # noqa: NPY002
 
 
 def ignore_stop_signals(worker_id: int) -> None:

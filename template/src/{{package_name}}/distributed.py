@@ -34,7 +34,12 @@ class World:
 def init_world(parallel: str) -> World:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1): gloo on CPU, nccl on CUDA."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size == 1 or parallel in ("none", "dp"):
+    if size > 1 and parallel in ("none", "dp"):
+        raise UserError(
+            f"train.parallel={parallel} under torchrun would run {size} separate trainings into one out_dir: "
+            "use train.parallel=auto or ddp"
+        )
+    if size == 1:
         if parallel == "ddp":
             raise UserError(
                 "train.parallel=ddp needs several processes: launch with "

@@ -19,8 +19,10 @@ from .reporting import sample_grid
 
 class TensorBoardLog:
     def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
-        board = require("torch.utils.tensorboard", "tensorboard", "train.tensorboard")
-        self.writer = board.SummaryWriter(log_dir=str(out_dir / "tensorboard"))
+        require("tensorboard", "tensorboard", "train.tensorboard")  # names the missing package, not torch
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
         text = yaml.safe_dump(config, sort_keys=False)
         self.writer.add_text("config", "\n".join(f"    {line}" for line in text.splitlines()))  # markdown code
 

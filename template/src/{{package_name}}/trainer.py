@@ -8,6 +8,7 @@ index), a resumed run continues bit for bit where the interrupted one was.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import yaml
 from torch import nn
 
@@ -141,6 +143,12 @@ class Trainer:
                 self.say(load_matching(self.model, self.cfg.model.init_from))
             return
         path, state = found
+        last = self.out_dir / "last.pt"
+        if resume != "auto" and last.exists() and not os.path.samefile(path, last):
+            raise UserError(
+                f"{self.out_dir} already holds another run (last.pt): to continue from {path}, "
+                "set another train.out_dir"
+            )
         if list(state["classes"]) != self.classes:
             raise UserError(
                 f"{path} was trained on classes {state['classes']} but {self.cfg.data.root} has {self.classes}: "
@@ -153,21 +161,27 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         self.epoch, self.global_step, self.best_acc = state["epoch"], state["global_step"], state["best_metric"]
         if state.get("epoch_totals"):
-            self.totals = EpochTotals.from_state(state["epoch_totals"], self.device)
-            if not self.world.is_main:  # the saved sums cover every process: count them once
-                self.totals = EpochTotals(self.totals.loss_sum * 0, self.totals.correct * 0, 0, self.totals.steps)
-        set_rng_state(state["rng"])
+            layout = state["epoch_totals"].get("layout", {})
+            here = self.layout_of_epoch()
+            if layout != here:
+                raise UserError(
+                    f"{path} stopped inside an epoch with {layout}, this run has {here}: resume with the same "
+                    "data.batch_size and number of processes, or from a checkpoint written at an epoch's end"
+                )
+            mine = state["epoch_totals"]["per_process"][self.world.rank]
+            self.totals = EpochTotals.from_state(mine, self.device)
+        set_rng_state(state["rng"], self.device)
         within = f", step {self.totals.steps} of epoch {self.epoch + 1}" if self.totals else ""
         self.say(f"resumed from {path} after epoch {self.epoch}{within} (global step {self.global_step})")
 
     def save(self, totals: EpochTotals | None = None, is_best: bool = False) -> Path:
         """``totals`` marks a mid-epoch checkpoint: ``epoch`` counts completed epochs only.
 
-        Every process takes part (the epoch's sums are added up across them);
-        the main process writes.
+        Every process takes part (each one's running sums go into the file, so
+        that each resumes its own and adds in the same order as before); the
+        main process writes.
         """
-        if totals is not None:
-            totals = self.sum_totals(totals)
+        per_process = self.gather_totals(totals) if totals is not None else None
         last = self.out_dir / "last.pt"
         if not self.world.is_main:
             return last
@@ -179,9 +193,9 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "epoch": self.epoch,
             "global_step": self.global_step,
-            "epoch_totals": totals.state_dict() if totals is not None else None,
+            "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
             "best_metric": self.best_acc,
-            "rng": rng_state(),
+            "rng": rng_state(self.device),
             "classes": self.classes,
             "config": self.cfg.to_dict(),
         }
@@ -196,12 +210,35 @@ class Trainer:
             ) from None
         return last
 
+    def layout_of_epoch(self) -> dict[str, int]:
+        """What a mid-epoch position means: steps of this batch size, in shards for this many processes."""
+        return {"batch_size": self.cfg.data.batch_size, "processes": self.world.size}
+
+    def gather_totals(self, totals: EpochTotals) -> list[dict[str, Any]]:
+        """Every process's running sums, in rank order."""
+        if not self.world.distributed:
+            return [totals.state_dict()]
+        count = torch.tensor(float(totals.seen), dtype=torch.float64, device=self.device)
+        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), count])
+        parts = [torch.empty_like(packed) for _ in range(self.world.size)]
+        dist.all_gather(parts, packed)
+        return [
+            {
+                "loss_sum": torch.tensor(part[0].item(), dtype=totals.loss_sum.dtype),  # float32 -> 64 -> 32: exact
+                "correct": torch.tensor(int(part[1].item()), dtype=totals.correct.dtype),
+                "seen": int(part[2].item()),
+                "steps": totals.steps,
+            }
+            for part in parts
+        ]
+
     def sum_totals(self, totals: EpochTotals) -> EpochTotals:
         """The epoch's sums over every process (a copy; the running totals stay per process)."""
         if not self.world.distributed:
             return totals
-        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), torch.tensor(totals.seen).double()])
-        loss_sum, correct, seen = sum_across(packed.to(self.device), self.world).tolist()
+        count = torch.tensor(float(totals.seen), dtype=torch.float64, device=self.device)
+        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), count])  # one collective, one device
+        loss_sum, correct, seen = sum_across(packed, self.world).tolist()
         return EpochTotals(
             torch.tensor(loss_sum, dtype=totals.loss_sum.dtype, device=self.device),
             torch.tensor(int(correct), dtype=totals.correct.dtype, device=self.device),
@@ -249,7 +286,7 @@ class Trainer:
                 if self.board is not None:
                     self.board.batch(images)
             unfinished = totals.steps < self.steps_per_epoch
-            stopping = self.stop_requested(stop)
+            stopping = unfinished and self.stop_requested(stop)  # on the last step, the epoch's end stops
             if stopping or (every and unfinished and self.global_step % every == 0):
                 path = self.save(totals)
                 if stopping:
