@@ -55,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "new":
         from .create import create, parse_data
 
+        if args.template == str(TEMPLATE_ROOT) and not (TEMPLATE_ROOT / "copier.yml").is_file():
+            raise ProjectError(
+                "this install of torch-scaffold has no template beside it (a wheel, not a clone): "
+                "pass --template with the template's path or git URL, or install a clone with pip install -e"
+            )
         defaults = args.defaults or not sys.stdin.isatty()
         return create(args.dest, args.template, parse_data(args.data), args.vcs_ref, defaults)
     if args.command == "update":

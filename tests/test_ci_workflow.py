@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import BIN, check, generate, run_in
+from .conftest import BIN, REPO, check, generate, run_in
 
 WORKFLOW = Path(".github/workflows/ci.yml")
 
@@ -68,3 +68,12 @@ def test_pre_commit_runs_ruff(project: Path) -> None:
     assert {"ruff-check", "ruff-format"} <= hooks
     ruff = next(repo for repo in config["repos"] if repo["repo"].endswith("/ruff-pre-commit"))
     assert ruff["rev"].startswith("v")
+
+
+def test_pre_commit_runs_the_practices_check_of_the_same_template_version(project: Path) -> None:
+    config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
+    ours = next(repo for repo in config["repos"] if repo["repo"].endswith("/torch-scaffold"))
+    assert [hook["id"] for hook in ours["hooks"]] == ["torch-scaffold-check"]
+    assert ours["rev"] == yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == "v1"
+    hook_ids = [hook["id"] for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())]
+    assert "torch-scaffold-check" in hook_ids  # the hook the project names exists in this repository

@@ -115,3 +115,21 @@ def test_status_of_an_untouched_newest_project(versioned_template: Path, tmp_pat
         f"version:  {V2} (newest)",
         "template files changed in this project: none",
     ]
+
+
+@pytest.mark.parametrize("content", ["_src_path: [unclosed", "- just\n- a list\n"])
+def test_a_damaged_answers_file_is_one_line(tmp_path: Path, content: str) -> None:
+    (tmp_path / ".copier-answers.yml").write_text(content)
+    message = one_line_error(scaffold("status", tmp_path))
+    assert ".copier-answers.yml" in message and "restore it from git" in message
+
+
+def test_new_without_a_template_beside_the_package_says_what_to_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from generator import cli
+
+    monkeypatch.setattr(cli, "TEMPLATE_ROOT", tmp_path / "site-packages")
+    assert cli.main(["new", str(tmp_path / "p"), "-d", "project_name=P"]) != 0
+    assert "pass --template" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()

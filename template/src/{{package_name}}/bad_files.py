@@ -78,7 +78,8 @@ def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool) -> list[str
         except BadFileError:
             bad.append(path)
     if bad:
-        kept = [(p, t) for p, t in dataset.samples if p not in set(bad)]
+        unreadable = set(bad)
+        kept = [(p, t) for p, t in dataset.samples if p not in unreadable]
         dataset.samples = dataset.imgs = kept
         dataset.targets = [t for _, t in kept]
         print(f"warning: skipped {len(bad)} unreadable file(s): {listing(bad)}")

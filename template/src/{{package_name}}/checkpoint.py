@@ -134,11 +134,20 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return unwrap(model).state_dict()
 
 
+def weights_of(state: dict[str, Any], extra_prefixes: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+    """The model's tensors from a checkpoint or a bare state_dict, without wrapper prefixes (P7).
+
+    DataParallel and DDP save ``module.``, ``torch.compile`` saves ``_orig_mod.``.
+    """
+    weights = dict(state["model"]) if isinstance(state.get("model"), dict) else dict(state)
+    for prefix in (*WRAPPER_PREFIXES, *extra_prefixes):
+        consume_prefix_in_state_dict_if_present(weights, prefix)
+    return weights
+
+
 def load_model_state(model: nn.Module, state: dict[str, torch.Tensor], source: str | Path = "checkpoint") -> None:
     """Load into the plain model, accepting a state_dict saved from a wrapper."""
-    state = dict(state)
-    for prefix in WRAPPER_PREFIXES:
-        consume_prefix_in_state_dict_if_present(state, prefix)
+    state = weights_of(state)
     try:
         unwrap(model).load_state_dict(state)
     except RuntimeError as exc:
@@ -210,10 +219,7 @@ def load_matching(model: nn.Module, path: str | Path) -> str:
     Meant for ``model.init_from``, where another class list or a changed head
     is expected; resuming instead demands an exact fit.
     """
-    state = read_checkpoint(path)
-    weights = dict(state["model"]) if isinstance(state.get("model"), dict) else state
-    for prefix in WRAPPER_PREFIXES:
-        consume_prefix_in_state_dict_if_present(weights, prefix)
+    weights = weights_of(read_checkpoint(path))
     target = unwrap(model).state_dict()
     matching = {k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}
     if not matching:

@@ -30,7 +30,7 @@ class DataConfig:
     format: str = "image"  # image (ImageFolder) | npy (DatasetFolder of .npy arrays)
     image_size: int = 64
     batch_size: int = 32
-    num_workers: int = 2
+    num_workers: int | str = "auto"  # loader processes; 0 loads in the main process; auto: by CPU count
     augment: bool = True  # random resized crop + horizontal flip for training
     crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
@@ -75,7 +75,7 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     parallel: str = "auto"  # auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp
-    channels_last: str = "auto"  # auto (on for CUDA) | true | false: NHWC memory layout for convolutions
+    channels_last: str = "auto"  # auto (on) | true | false: NHWC memory layout for convolutions
     compile: bool = False  # torch.compile the model (before DDP wrapping); checkpoints stay unprefixed
     out_dir: str = "runs/default"
     log_every: int = 20  # optimizer steps between host syncs for the progress bar
@@ -119,7 +119,6 @@ POSITIVE = (
     "train.log_every",
 )
 NON_NEGATIVE = (
-    "data.num_workers",
     "optim.momentum",
     "optim.weight_decay",
     "optim.backbone_lr_scale",
@@ -214,8 +213,14 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (kind,) = [a for a in args if a is not type(None)]
-        return _coerce(value, kind, key)
+        kinds = [a for a in args if a is not type(None)]
+        if len(kinds) == 1:
+            return _coerce(value, kinds[0], key)
+        matching = [kind for kind in kinds if isinstance(value, kind) and not isinstance(value, bool)]
+        if not matching:
+            names = " or ".join(kind.__name__ for kind in kinds)
+            raise UserError(f"{key} must be {names}, got {value!r}")
+        return value
     if origin is list:
         if not isinstance(value, list | tuple):
             raise UserError(f"{key} must be a list, got {value!r}: write e.g. {key}=[1,2,3]")
@@ -253,6 +258,9 @@ def validate(config: Config) -> None:
         raise UserError(f"optim.warmup_start_factor must be in (0, 1], got {config.optim.warmup_start_factor}")
     if not 0 < config.data.crop_scale_min <= 1 or not 0 < config.data.eval_crop_ratio <= 1:
         raise UserError("data.crop_scale_min and data.eval_crop_ratio must be in (0, 1]")
+    workers = config.data.num_workers
+    if workers != "auto" and not (isinstance(workers, int) and workers >= 0):
+        raise UserError(f"data.num_workers must be auto or a whole number >= 0, got {workers!r}")
     if not config.model.widths or min(config.model.widths) <= 0 or config.model.blocks_per_stage <= 0:
         raise UserError("model.widths must be a non-empty list of positive ints and model.blocks_per_stage > 0")
     if not config.model.std or len(config.model.mean) != len(config.model.std) or min(config.model.std) <= 0:

@@ -6,6 +6,7 @@ model converts and normalizes them with its own buffers (see model.py).
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 from collections.abc import Iterator
@@ -200,6 +201,19 @@ def ignore_stop_signals(worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def loader_workers(setting: int | str, world: World) -> int:
+    """``auto``: the CPU cores this process can spare beyond two for the model's own threads, at most 8.
+
+    On a 2-core machine that is 0: loading in the main process beats workers
+    that compete with the model for the same cores (benchmarks/throughput.py).
+    """
+    if setting != "auto":
+        return int(setting)
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(8, cores // max(processes, 1) - 2))
+
+
 def build_loader(
     dataset: Dataset, cfg: Config, device: torch.device, train: bool, world: World | None = None
 ) -> DataLoader:
@@ -208,8 +222,8 @@ def build_loader(
     Under torchrun each process loads its own shard (P14); ``data.batch_size``
     is per process.
     """
-    workers = cfg.data.num_workers
     world = world or World()
+    workers = loader_workers(cfg.data.num_workers, world)
     sampler: Sampler = (
         ResumableSampler(dataset, cfg.train.seed, world) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
     )

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
-from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from . import extensions
+from .checkpoint import read_checkpoint, weights_of
 from .config import ModelConfig
 from .errors import UserError
 
@@ -141,13 +141,7 @@ def load_pretrained(backbone: nn.Module, path: Path, removed_head: str = "") -> 
     """
     if not path.is_file():
         raise UserError(f"model.pretrained_weights {path} not found: give the path of a local weights file")
-    from .checkpoint import read_checkpoint
-
-    state = read_checkpoint(path)
-    if isinstance(state.get("model"), dict):
-        state = state["model"]
-    for prefix in ("module.", "_orig_mod.", "backbone."):
-        consume_prefix_in_state_dict_if_present(state, prefix)
+    state = weights_of(read_checkpoint(path), extra_prefixes=("backbone.",))
     dropped = {f"{removed_head}.weight", f"{removed_head}.bias"} if removed_head else set()
     state = {k: v for k, v in state.items() if k not in dropped and not k.startswith("head.")}
     state = {k: v for k, v in state.items() if k not in ("mean", "std")}
