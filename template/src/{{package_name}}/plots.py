@@ -60,6 +60,9 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         if len(ax.lines) > 1:
             ax.legend()
+    losses = [v for line in axes[0].lines for v in line.get_ydata()]
+    if losses and min(losses) > 0 and max(losses) / min(losses) > 20:
+        axes[0].set_yscale("log")  # an early spike (e.g. batch-norm statistics at the peak lr) would flatten the rest
     axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     figure.suptitle("Training curves")
     return save(figure, path)
