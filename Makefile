@@ -23,7 +23,7 @@ demo: $(STAMP)
 	cd $(DEMO) && ../$(BIN)/python -m demo_project sample-data data/sample
 	cd $(DEMO) && ../$(BIN)/python -m demo_project train --config configs/default.yaml
 	@echo
-	@echo "Outputs: $(DEMO)/runs/default (last.pt, best.pt, metrics.jsonl, train_batch.png)"
+	@echo "Outputs: $(DEMO)/runs/default (last.pt, best.pt, metrics.jsonl, curves.png, train_batch.png)"
 	@$(BIN)/python -c "import json; r = [json.loads(l) for l in open('$(DEMO)/runs/default/metrics.jsonl')]; \
 		print(f'Final validation accuracy: {100 * r[-1][\"val_acc\"]:.1f}% (best {100 * max(x[\"val_acc\"] for x in r):.1f}%) after {r[-1][\"epoch\"]} epochs')"
 
