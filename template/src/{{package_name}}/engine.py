@@ -43,6 +43,11 @@ class EpochTotals:
     def from_state(cls, state: dict[str, Any], device: torch.device) -> EpochTotals:
         return cls(state["loss_sum"].to(device), state["correct"].to(device), state["seen"], state["steps"])
 
+    def means(self) -> dict[str, float]:
+        """train_loss and train_acc of the epoch so far (a host sync: call once, at the epoch's end)."""
+        seen = max(self.seen, 1)
+        return {"train_loss": self.loss_sum.item() / seen, "train_acc": self.correct.item() / seen}
+
 
 def train_one_epoch(
     model: nn.Module,
@@ -65,7 +70,8 @@ def train_one_epoch(
     """Train on every batch the loader gives; ``totals`` carries a resumed epoch's sums.
 
     ``on_step`` runs after each optimizer step (a step boundary: the place to
-    checkpoint or stop).
+    checkpoint or stop). Returns the throughput; the epoch's loss and accuracy
+    are ``totals.means()`` (summed over processes first, under DDP).
     """
     model.train()  # P11
     totals = totals if totals is not None else EpochTotals.zeros(device)
@@ -99,10 +105,7 @@ def train_one_epoch(
             on_step(totals, images)
     bar.close()
     seconds = time.perf_counter() - start
-    seen = max(totals.seen, 1)
     return {
-        "train_loss": totals.loss_sum.item() / seen,
-        "train_acc": totals.correct.item() / seen,
         "images_per_second": (totals.seen - seen_before) / seconds if seconds > 0 else 0.0,
         "epoch_seconds": seconds,
     }

@@ -214,12 +214,16 @@ class Trainer:
         """What a mid-epoch position means: steps of this batch size, in shards for this many processes."""
         return {"batch_size": self.cfg.data.batch_size, "processes": self.world.size}
 
+    def packed(self, totals: EpochTotals) -> torch.Tensor:
+        """loss_sum, correct, seen as one float64 tensor on the device: one collective moves all three."""
+        count = torch.tensor(float(totals.seen), dtype=torch.float64, device=self.device)
+        return torch.stack([totals.loss_sum.double(), totals.correct.double(), count])
+
     def gather_totals(self, totals: EpochTotals) -> list[dict[str, Any]]:
         """Every process's running sums, in rank order."""
         if not self.world.distributed:
             return [totals.state_dict()]
-        count = torch.tensor(float(totals.seen), dtype=torch.float64, device=self.device)
-        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), count])
+        packed = self.packed(totals)
         parts = [torch.empty_like(packed) for _ in range(self.world.size)]
         dist.all_gather(parts, packed)
         return [
@@ -236,9 +240,7 @@ class Trainer:
         """The epoch's sums over every process (a copy; the running totals stay per process)."""
         if not self.world.distributed:
             return totals
-        count = torch.tensor(float(totals.seen), dtype=torch.float64, device=self.device)
-        packed = torch.stack([totals.loss_sum.double(), totals.correct.double(), count])  # one collective, one device
-        loss_sum, correct, seen = sum_across(packed, self.world).tolist()
+        loss_sum, correct, seen = sum_across(self.packed(totals), self.world).tolist()
         return EpochTotals(
             torch.tensor(loss_sum, dtype=totals.loss_sum.dtype, device=self.device),
             torch.tensor(int(correct), dtype=totals.correct.dtype, device=self.device),
@@ -324,13 +326,10 @@ class Trainer:
                 layout=self.layout,
             )
             self.epoch += 1
-            epoch_totals = self.sum_totals(totals)
-            seen = max(epoch_totals.seen, 1)
             row = {
                 "epoch": self.epoch,
                 "global_step": self.global_step,
-                "train_loss": epoch_totals.loss_sum.item() / seen,
-                "train_acc": epoch_totals.correct.item() / seen,
+                **self.sum_totals(totals).means(),
                 "val_loss": val["val_loss"],
                 "val_acc": val["val_acc"],
                 "lr": self.scheduler.get_last_lr()[-1],
