@@ -36,16 +36,20 @@ def measure(package: str, data: Path, out: Path, model: str, repeats: int) -> di
     cfg = config.load_config(None, [f"data.root={data}", f"model.name={model}", f"train.out_dir={out / model}",
                                     "train.epochs=1", "train.progress=false", "train.keep_last=0"])  # fmt: skip
     trainer = trainer_module.Trainer(cfg)
+    progress = trainer.restore(None)
     trainer.train_loader.sampler.set_epoch(1)
     start = time.perf_counter()
-    totals = engine.EpochTotals.zeros(trainer.device)
-    engine.train_one_epoch(trainer.model, trainer.train_loader, trainer.optimizer, trainer.scheduler, trainer.scaler,
-                           trainer.criterion, trainer.device, trainer.precision, epoch=1, totals=totals)  # fmt: skip
+    totals = progress.totals = engine.EpochTotals.zeros(trainer.device)  # a mid-epoch checkpoint holds the sums
+    trainer.wrapped.train()
+    for images, targets in trainer.train_loader:  # the batch loop of Trainer.fit, without its decisions
+        images, targets = trainer.compute.batch(images, targets)
+        loss, logits = engine.train_step(trainer.wrapped, images, targets, trainer.parts, trainer.compute)
+        totals.add(loss, logits, targets)
     epoch_seconds = time.perf_counter() - start
     saves = []
     for _ in range(repeats):
         start = time.perf_counter()
-        path = trainer.save(totals)
+        path = trainer.save(progress)
         saves.append(time.perf_counter() - start)
     save_seconds = statistics.median(saves)
     step_seconds = epoch_seconds / trainer.steps_per_epoch

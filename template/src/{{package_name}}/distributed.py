@@ -1,8 +1,10 @@
-"""Device, precision, backend flags, and several GPUs or processes (P3, P6, P14)."""
+"""Several GPUs or processes: process groups, DataParallel / DDP wrapping, collectives (P14).
+
+Device, precision and backend flags are device.py's.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 
@@ -80,72 +82,6 @@ def sync_buffers(model: nn.Module, world: World) -> None:
 def barrier(world: World) -> None:
     if world.distributed:
         dist.barrier()
-
-
-def select_device(name: str = "auto", world: World | None = None) -> torch.device:
-    """P6: one device, chosen once at start; everything else uses it.
-
-    Under torchrun each process takes the GPU of its local rank.
-    """
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", world.local_rank if world and world.distributed else 0)
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"train.device {name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"train.device is {name!r} but CUDA is not available: use train.device=cpu or auto")
-    return device
-
-
-def configure_backends(device: torch.device, deterministic: bool) -> None:
-    """P3: cuDNN autotuning for fixed shapes, or determinism when asked."""
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
-        torch.use_deterministic_algorithms(True)
-    else:
-        torch.backends.cudnn.benchmark = device.type == "cuda"
-        torch.backends.cudnn.deterministic = False
-        torch.use_deterministic_algorithms(False)
-
-
-def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX: there bf16 autocast trains about twice as fast as fp32 (benchmarks/throughput.py)."""
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own checks
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 where the hardware has native bf16 math, fp16 on older GPUs, else fp32."""
-    if precision == "auto":
-        if device.type == "cuda":
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return "bf16" if cpu_has_native_bf16() else "fp32"
-    if precision == "fp16" and device.type != "cuda":
-        raise UserError("train.precision=fp16 needs CUDA: use bf16 or fp32 on the CPU")
-    return precision
-
-
-def memory_format(setting: str, device: torch.device) -> torch.memory_format:
-    """``auto``: channels_last (NHWC), which cuDNN's tensor-core kernels and oneDNN's CPU kernels prefer.
-
-    Measured on a 2-core AVX512-BF16 CPU (benchmarks/throughput.py): resnet18 trains 1.3x (fp32) to
-    1.6x (bf16) faster than with contiguous NCHW tensors.
-    """
-    if setting in ("true", "auto"):
-        return torch.channels_last
-    return torch.contiguous_format
-
-
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def wrap_model(

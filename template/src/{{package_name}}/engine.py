@@ -1,27 +1,65 @@
-"""One training epoch and one evaluation pass.
+"""One optimizer step, one evaluation pass, and the running sums of an epoch.
 
 Loss and accuracy are summed on the device; the host waits for the device
-(``.item()``) only every ``log_every`` steps and at the end (P5).
+(``.item()``) only at the logging interval and at the epoch's end (P5).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
-from .distributed import World, autocast, sum_across
+from .device import Compute
+from .distributed import World, sum_across
+
+
+@dataclass
+class Optimization:
+    """What an optimizer step updates besides the weights; a checkpoint saves each one's state."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: LRScheduler
+    scaler: torch.amp.GradScaler
+    criterion: nn.Module
+
+
+def train_step(
+    model: nn.Module,
+    images: torch.Tensor,
+    targets: torch.Tensor,
+    parts: Optimization,
+    compute: Compute,
+    grad_clip_norm: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward under autocast, backward through the scaler, clip, step; returns the loss and logits, detached.
+
+    Nothing here waits for the device: no ``.item()`` (P5).
+    """
+    with compute.autocast():
+        logits = model(images)
+        loss = parts.criterion(logits, targets)
+    parts.optimizer.zero_grad(set_to_none=True)
+    parts.scaler.scale(loss).backward()  # fp16: scaled so that small gradients survive; otherwise unchanged
+    if grad_clip_norm > 0:
+        parts.scaler.unscale_(parts.optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+    parts.scaler.step(parts.optimizer)  # fp16: skipped when a gradient overflowed
+    parts.scaler.update()
+    parts.scheduler.step()  # P12: the schedule advances per optimizer step
+    return loss.detach(), logits.detach()
 
 
 @dataclass
 class EpochTotals:
-    """Running sums of the epoch so far, kept on the device.
+    """Running sums of the epoch so far, kept on the device; each process keeps its own.
 
     They are part of a mid-epoch checkpoint, so that the resumed epoch reports
     the same train_loss and train_acc as an uninterrupted one.
@@ -30,113 +68,94 @@ class EpochTotals:
     loss_sum: torch.Tensor
     correct: torch.Tensor
     seen: int = 0
-    steps: int = 0
+    batches: int = 0  # this process's position in the epoch: the resumed sampler skips this many batches
 
     @classmethod
     def zeros(cls, device: torch.device) -> EpochTotals:
         return cls(torch.zeros((), device=device), torch.zeros((), device=device, dtype=torch.long))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"loss_sum": self.loss_sum.cpu(), "correct": self.correct.cpu(), "seen": self.seen, "steps": self.steps}
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        batch = targets.shape[0]
+        self.loss_sum += loss * batch  # P5: stays on the device, no host sync
+        self.correct += (logits.argmax(1) == targets).sum()
+        self.seen += batch
+        self.batches += 1
 
-    @classmethod
-    def from_state(cls, state: dict[str, Any], device: torch.device) -> EpochTotals:
-        return cls(state["loss_sum"].to(device), state["correct"].to(device), state["seen"], state["steps"])
+    def mean_loss(self) -> float:
+        """A host sync: for the progress bar at the logging interval only."""
+        return self.loss_sum.item() / max(self.seen, 1)
 
     def means(self) -> dict[str, float]:
         """train_loss and train_acc of the epoch so far (a host sync: call once, at the epoch's end)."""
         seen = max(self.seen, 1)
         return {"train_loss": self.loss_sum.item() / seen, "train_acc": self.correct.item() / seen}
 
+    def state_dict(self) -> dict[str, Any]:
+        sums = {"loss_sum": self.loss_sum.cpu(), "correct": self.correct.cpu()}
+        return {**sums, "seen": self.seen, "batches": self.batches}
 
-def train_one_epoch(
-    model: nn.Module,
-    loader: DataLoader,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    scaler: torch.amp.GradScaler,
-    criterion: nn.Module,
-    device: torch.device,
-    precision: str,
-    *,
-    epoch: int,
-    totals: EpochTotals | None = None,
-    log_every: int = 20,
-    progress: bool = False,
-    grad_clip_norm: float = 0.0,
-    layout: torch.memory_format = torch.contiguous_format,
-    on_step: Callable[[EpochTotals, torch.Tensor], None] | None = None,
-) -> dict[str, Any]:
-    """Train on every batch the loader gives; ``totals`` carries a resumed epoch's sums.
+    @classmethod
+    def from_state(cls, state: dict[str, Any], device: torch.device) -> EpochTotals:
+        batches = state["batches"] if "batches" in state else state["steps"]  # "steps" in files of template 1.x
+        return cls(state["loss_sum"].to(device), state["correct"].to(device), state["seen"], batches)
 
-    ``on_step`` runs after each optimizer step (a step boundary: the place to
-    checkpoint or stop). Returns the throughput; the epoch's loss and accuracy
-    are ``totals.means()`` (summed over processes first, under DDP).
-    """
-    model.train()  # P11
-    totals = totals if totals is not None else EpochTotals.zeros(device)
-    seen_before = totals.seen
-    start = time.perf_counter()
-    bar = tqdm(loader, desc=f"epoch {epoch}", disable=not progress, leave=False, dynamic_ncols=True)
-    for images, targets in bar:
-        # P6: one device, asynchronous copies from pinned memory.
-        images = images.to(device, non_blocking=True, memory_format=layout)
-        targets = targets.to(device, non_blocking=True)
-        with autocast(device, precision):
-            logits = model(images)
-            loss = criterion(logits, targets)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        if grad_clip_norm > 0:
-            scaler.unscale_(optimizer)
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        scheduler.step()  # P12: the schedule advances per optimizer step
-        batch = targets.shape[0]
-        totals.loss_sum += loss.detach() * batch  # P5: detach, no host sync
-        totals.correct += (logits.detach().argmax(1) == targets).sum()
-        totals.seen += batch
-        totals.steps += 1
-        if totals.steps % log_every == 0:
-            mean_loss = totals.loss_sum.item() / totals.seen
-            bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{optimizer.param_groups[-1]['lr']:.2e}")
-        if on_step is not None:
-            on_step(totals, images)
-    bar.close()
-    seconds = time.perf_counter() - start
-    return {
-        "images_per_second": (totals.seen - seen_before) / seconds if seconds > 0 else 0.0,
-        "epoch_seconds": seconds,
-    }
+    def packed(self) -> torch.Tensor:
+        """loss_sum, correct, seen as one float64 tensor: one collective moves all three."""
+        seen = torch.tensor(float(self.seen), dtype=torch.float64, device=self.loss_sum.device)
+        return torch.stack([self.loss_sum.double(), self.correct.double(), seen])
+
+    def gathered(self, world: World) -> list[dict[str, Any]]:
+        """Every process's sums, in rank order: a mid-epoch checkpoint holds them all."""
+        if not world.distributed:
+            return [self.state_dict()]
+        parts = [torch.empty_like(self.packed()) for _ in range(world.size)]
+        dist.all_gather(parts, self.packed())
+        return [
+            {
+                "loss_sum": torch.tensor(loss_sum, dtype=self.loss_sum.dtype),  # float32 -> 64 -> 32: exact
+                "correct": torch.tensor(int(correct), dtype=self.correct.dtype),
+                "seen": int(seen),
+                "batches": self.batches,  # the same on every process: DistributedSampler pads the shards
+            }
+            for loss_sum, correct, seen in (part.tolist() for part in parts)
+        ]
+
+    def summed(self, world: World) -> EpochTotals:
+        """The sums over every process (a copy; each process's running totals stay its own)."""
+        if not world.distributed:
+            return self
+        loss_sum, correct, seen = sum_across(self.packed(), world).tolist()
+        device = self.loss_sum.device
+        return EpochTotals(
+            torch.tensor(loss_sum, dtype=self.loss_sum.dtype, device=device),
+            torch.tensor(int(correct), dtype=self.correct.dtype, device=device),
+            int(seen),
+            self.batches,
+        )
 
 
 def evaluate(
     model: nn.Module,
-    loader: DataLoader,
-    criterion: nn.Module,
-    device: torch.device,
-    precision: str,
+    loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    compute: Compute,
     num_classes: int,
-    progress: bool = False,
     world: World | None = None,
-    layout: torch.memory_format = torch.contiguous_format,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
 
-    Pass the unwrapped model under DDP: its forward would wait for the other
-    processes, which may hold a different number of evaluation batches.
+    Pass the plain model under DDP: the wrapper's forward would wait for the
+    other processes, which may hold a different number of evaluation batches.
     """
     model.eval()  # P11: dropout off, batch-norm statistics frozen
-    loss_sum = torch.zeros((), device=device)
-    confusion = torch.zeros(num_classes * num_classes, device=device, dtype=torch.long)
+    loss_sum = torch.zeros((), device=compute.device)
+    confusion = torch.zeros(num_classes * num_classes, device=compute.device, dtype=torch.long)
     with torch.inference_mode():  # P11: no graph is built
-        for images, targets in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
-            images = images.to(device, non_blocking=True, memory_format=layout)
-            targets = targets.to(device, non_blocking=True)
-            with autocast(device, precision):
+        for batch in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+            images, targets = compute.batch(*batch)
+            with compute.autocast():
                 logits = model(images)
-            loss_sum += criterion(logits.float(), targets) * targets.shape[0]
+            loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
             confusion += torch.bincount(targets * num_classes + logits.argmax(1), minlength=num_classes**2)
     if world is not None:  # every process saw its own shard: add them up
         sum_across(loss_sum, world)

@@ -8,13 +8,12 @@ from typing import Any
 
 import torch
 from PIL import UnidentifiedImageError
-from torch import nn
 from torchvision.datasets.folder import default_loader
 
 from .checkpoint import load_model_state, read_checkpoint
 from .config import Config, load_config
 from .data import align_classes, build_loader, build_transform, folder_dataset, load_npy
-from .distributed import configure_backends, resolve_precision, select_device
+from .device import Compute, configure_backends, resolve_precision, select_device
 from .engine import evaluate
 from .errors import UserError
 from .model import ImageClassifier, build_model
@@ -55,9 +54,8 @@ def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> 
     dataset = folder_dataset(root, cfg.data, train=False, allow_empty=True)
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg, loaded.device, train=False)
-    return evaluate(
-        loaded.model, loader, nn.CrossEntropyLoss(), loaded.device, loaded.precision, len(loaded.classes), progress
-    )
+    compute = Compute(loaded.device, loaded.precision)
+    return evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress)
 
 
 def format_report(result: dict[str, Any], classes: list[str]) -> str:

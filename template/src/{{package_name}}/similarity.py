@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import build_loader, build_transform, folder_dataset
-from .distributed import autocast
+from .device import autocast
 from .errors import UserError
 from .inference import Loaded, read_input
 
