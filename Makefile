@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench env clean
+.PHONY: demo test lint bench env clean gpu-test gpu-project
 
 env: $(STAMP)
 
@@ -39,5 +39,16 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/checkpoint_cost.py
 
+# The GPU suite: the template's gpu tests, then a generated project's (`-m gpu`; they skip without CUDA).
+GPU_PROJECT := .gpu-project
+
+gpu-project: $(STAMP)
+	rm -rf $(GPU_PROJECT)
+	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="GPU Check" -d package_name=gpu_check . $(GPU_PROJECT)
+
+gpu-test: gpu-project
+	$(BIN)/python -m pytest -m gpu tests/test_gpu.py
+	cd $(GPU_PROJECT) && ../$(BIN)/python -m pytest -m gpu
+
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) .pytest_cache .ruff_cache

@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,26 +159,32 @@ def load_model_state(model: nn.Module, state: dict[str, torch.Tensor], source: s
         ) from None
 
 
-def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+def rng_state(cuda_devices: Sequence[int] = ()) -> dict[str, Any]:
     """Every random generator the run draws from, as tensors and plain values.
 
-    Of the GPUs only the training device's: the file then resumes on a
-    machine with another number of GPUs.
+    Of the GPUs, those the training uses (the training device, and under
+    DataParallel each replica's GPU, whose dropout draws from its own
+    generator): the file then also resumes on a machine with another number
+    of GPUs.
     """
     numpy_state = np.random.get_state()  # noqa: NPY002 - the global generator user code may draw from
-    on_gpu = device is not None and device.type == "cuda"
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state(device) if on_gpu else None,
+        "cuda": {index: torch.cuda.get_rng_state(index) for index in cuda_devices} or None,
         "numpy": [numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]],
         "python": random.getstate(),
     }
 
 
-def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
+def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = ()) -> None:
+    """Restore the generators ``rng_state`` saved; a GPU this run does not use keeps its own."""
     torch.set_rng_state(state["torch"])
-    if isinstance(state.get("cuda"), torch.Tensor) and device is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"], device)
+    saved = state.get("cuda")
+    if isinstance(saved, torch.Tensor):  # files of template 1.x: the training device's generator alone
+        saved = {cuda_devices[0]: saved} if cuda_devices else {}
+    for index, generator in (saved or {}).items():
+        if index in cuda_devices:
+            torch.cuda.set_rng_state(generator, index)
     name, keys, *rest = state["numpy"]
     np.random.set_state((name, keys.numpy(), *rest))  # noqa: NPY002
     version, internal, gauss = state["python"]
@@ -230,3 +237,15 @@ def load_matching(model: nn.Module, path: str | Path) -> str:
     return f"initialized {len(matching)} of {len(target)} tensors from {path}" + (
         f"; kept fresh: {shown}" if skipped else ""
     )
+
+
+def load_scaler_state(scaler: torch.amp.GradScaler, state: dict[str, Any]) -> str | None:
+    """Resume the fp16 gradient scaler; a checkpoint written without fp16 has none, and it starts fresh.
+
+    Returns a note for the user in that case (GradScaler itself would stop with
+    "The source state dict is empty").
+    """
+    if scaler.is_enabled() and not state:
+        return "the checkpoint was trained without fp16: its gradient scaler starts fresh"
+    scaler.load_state_dict(state)
+    return None

@@ -184,8 +184,10 @@ class SeededSamples(Dataset):
         epoch, index = key
         seed = sample_seed(self.seed, epoch, index)
         python_state, numpy_state = random.getstate(), np.random.get_state()  # noqa: NPY002
-        with torch.random.fork_rng(devices=[]):  # leave the caller's generators as they were
-            torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):  # leave the caller's CPU generator as it was
+            # The CPU generator alone: torch.manual_seed would also reseed every CUDA generator (and
+            # fork_rng(devices=[]) would not restore them), resetting dropout's stream on every sample.
+            torch.default_generator.manual_seed(seed)
             random.seed(seed)  # for transforms of your own (extensions.py) that draw from these
             np.random.seed(seed % 2**32)  # noqa: NPY002
             try:

@@ -30,6 +30,10 @@ class Compute:
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast(self.device, self.precision)
 
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+
     def batch(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """P6: one device, asynchronous copies (from pinned memory, on CUDA), the model's memory layout."""
         images = images.to(self.device, non_blocking=True, memory_format=self.layout)
@@ -42,22 +46,34 @@ def select_device(name: str = "auto", local_rank: int = 0) -> torch.device:
     Under torchrun each process takes the GPU of its local rank.
     """
     if name == "auto":
-        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
         raise UserError(f"train.device {name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
         raise UserError(f"train.device is {name!r} but CUDA is not available: use train.device=cpu or auto")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", local_rank)
+    device = torch.device("cuda", local_rank if device.index is None else device.index)
+    count = torch.cuda.device_count()
+    if device.index >= count:  # type: ignore[operator]
+        raise UserError(
+            f"{device} does not exist: this machine has {count} GPU(s). Use cuda:0 to cuda:{count - 1}, "
+            f"or under torchrun at most --nproc_per_node={count}, or train.device=cpu"
+        )
     return device
 
 
 def configure_backends(device: torch.device, deterministic: bool) -> None:
     """P3: cuDNN autotuning for fixed shapes, or determinism when asked."""
     if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        workspace = os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS[0])
+        if device.type == "cuda" and workspace not in DETERMINISTIC_CUBLAS:
+            raise UserError(
+                f"train.deterministic=true, but CUBLAS_WORKSPACE_CONFIG={workspace} lets cuBLAS vary from run to run: "
+                f"unset it or set it to {' or '.join(DETERMINISTIC_CUBLAS)}"
+            )
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
         torch.use_deterministic_algorithms(True)
@@ -74,10 +90,15 @@ def cpu_has_native_bf16() -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 where the hardware has native bf16 math, fp16 on older GPUs, else fp32."""
+    """``auto``: bf16 where the hardware has native bf16 math, fp16 (with a gradient scaler) on older GPUs, else fp32.
+
+    On CUDA that is compute capability 8.0 (Ampere) and later, asked of the
+    training device itself. ``torch.cuda.is_bf16_supported()`` would also
+    count emulated bf16 on a V100 or T4: slow, and without a scaler.
+    """
     if precision == "auto":
         if device.type == "cuda":
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            return "bf16" if torch.cuda.get_device_capability(device) >= (8, 0) else "fp16"
         return "bf16" if cpu_has_native_bf16() else "fp32"
     if precision == "fp16" and device.type != "cuda":
         raise UserError("train.precision=fp16 needs CUDA: use bf16 or fp32 on the CPU")
@@ -99,4 +120,16 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=dtype)  # the dtype always: its default differs by device
+
+
+def nondeterminism_error(error: RuntimeError) -> UserError | None:
+    """The one-line form of PyTorch's refusal to run an op that has no deterministic kernel, else None."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if "does not have a deterministic implementation" not in first:
+        return None
+    op = first.split(" does not have", 1)[0]
+    return UserError(
+        f"train.deterministic=true, but this model uses {op}, which has no deterministic kernel on this device: "
+        "set train.deterministic=false, or choose another model.name"
+    )

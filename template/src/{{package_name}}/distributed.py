@@ -6,12 +6,16 @@ Device, precision and backend flags are device.py's.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from .config import TrainConfig
+from .device import select_device
 from .errors import UserError
 
 
@@ -33,8 +37,13 @@ class World:
         return self.size > 1
 
 
-def init_world(parallel: str) -> World:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1): gloo on CPU, nccl on CUDA."""
+def init_world(parallel: str, device: str = "auto") -> World:
+    """Join the process group when launched by torchrun (WORLD_SIZE > 1).
+
+    The backend follows the training device that ``train.device`` resolves
+    to, not merely whether CUDA exists: nccl for GPUs, gloo for the CPU (also
+    on a GPU machine with ``train.device=cpu``).
+    """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size > 1 and parallel in ("none", "dp"):
         raise UserError(
@@ -48,11 +57,17 @@ def init_world(parallel: str) -> World:
                 "`torchrun --nproc_per_node=N -m <package> train ...`"
             )
         return World()
+    if device.startswith("cuda:"):
+        raise UserError(
+            f"train.device={device} under torchrun would put every process on one GPU: use train.device=cuda "
+            "(each process takes the GPU of its local rank; choose GPUs with CUDA_VISIBLE_DEVICES)"
+        )
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(world.local_rank)
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        on_gpu = select_device(device, world.local_rank).type == "cuda"  # one-line errors for a missing GPU
+        if on_gpu:
+            torch.cuda.set_device(world.local_rank)  # before NCCL starts, so each rank talks from its own GPU
+        dist.init_process_group("nccl" if on_gpu else "gloo")
     return world
 
 
@@ -66,6 +81,14 @@ def sum_across(tensor: torch.Tensor, world: World) -> torch.Tensor:
     if world.distributed:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def agreed(flag: bool, world: World, device: torch.device) -> bool:
+    """True on every process when any process says so. A collective: every process must ask at the same step."""
+    if not world.distributed:
+        return flag
+    votes = torch.tensor([1.0 if flag else 0.0], device=device)
+    return bool(sum_across(votes, world).item() > 0)
 
 
 def sync_buffers(model: nn.Module, world: World) -> None:
@@ -84,26 +107,72 @@ def barrier(world: World) -> None:
         dist.barrier()
 
 
+def data_parallel_ids(device: torch.device, cfg: TrainConfig, batch_size: int) -> list[int]:
+    """The GPUs that ``nn.DataParallel`` spreads each batch over, the training device first; [] for none.
+
+    ``parallel: auto`` uses every visible GPU when ``train.device`` names no
+    index; an explicit ``cuda:N`` trains on that GPU alone unless ``parallel: dp``.
+    """
+    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    one_named_gpu = cfg.parallel == "auto" and ":" in cfg.device
+    if cfg.parallel == "none" or gpus < 2 or one_named_gpu:
+        return []
+    if cfg.compile:
+        raise UserError(
+            f"train.compile=true with DataParallel over {gpus} GPUs: its replicas would call the uncompiled model. "
+            f"Launch with `torchrun --nproc_per_node={gpus}` (DDP), or set train.parallel=none"
+        )
+    if batch_size < gpus:
+        raise UserError(f"data.batch_size {batch_size} is smaller than the {gpus} GPUs: raise it to at least {gpus}")
+    first = device.index or 0
+    return [first, *(index for index in range(gpus) if index != first)]  # outputs gather on device_ids[0]
+
+
+def autocast_replica(replica: nn.Module, dtype: torch.dtype, device_type: str) -> Callable[..., Any]:
+    """A replica's forward under the training's autocast dtype, wherever autocast was switched on."""
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(device_type, dtype=dtype, enabled=torch.is_autocast_enabled(device_type)):
+            return replica(*args, **kwargs)
+
+    return forward
+
+
+class DataParallel(nn.DataParallel):
+    """``nn.DataParallel`` whose replica threads keep the autocast dtype of the training (bf16 or fp16).
+
+    torch's ``parallel_apply`` re-enters autocast in each worker thread with
+    ``enabled`` alone; the dtype is per thread and defaults to fp16 on CUDA,
+    so bf16 training would run its replicas in fp16, with no gradient scaler.
+    """
+
+    def __init__(self, module: nn.Module, device_ids: list[int], autocast_dtype: torch.dtype | None) -> None:
+        super().__init__(module, device_ids=device_ids)
+        self.autocast_dtype = autocast_dtype
+
+    def parallel_apply(self, replicas: Sequence[nn.Module], inputs: Sequence[Any], kwargs: Any) -> list[Any]:
+        if self.autocast_dtype is not None:
+            device_type = self.src_device_obj.type if hasattr(self, "src_device_obj") else "cuda"
+            replicas = [autocast_replica(r, self.autocast_dtype, device_type) for r in replicas]  # type: ignore[misc]
+        return super().parallel_apply(replicas, inputs, kwargs)
+
+
 def wrap_model(
     model: nn.Module,
     device: torch.device,
-    parallel: str,
-    batch_size: int,
-    gpu_count: int | None = None,
+    device_ids: list[int],
+    autocast_dtype: torch.dtype | None,
     world: World | None = None,
 ) -> nn.Module:
-    """P14: DistributedDataParallel under torchrun; else ``nn.DataParallel`` over every visible GPU.
+    """P14: DistributedDataParallel under torchrun; else DataParallel over ``device_ids`` when there are several.
 
     Either way the real model stays at ``.module``.
     """
     if world is not None and world.distributed:
         return nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    gpus = torch.cuda.device_count() if gpu_count is None else gpu_count
-    if device.type != "cuda" or parallel == "none" or gpus < 2:
+    if len(device_ids) < 2:
         return model
-    if batch_size < gpus:
-        raise UserError(f"data.batch_size {batch_size} is smaller than the {gpus} GPUs: raise it to at least {gpus}")
-    return nn.DataParallel(model, device_ids=list(range(gpus)))
+    return DataParallel(model, device_ids, autocast_dtype)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -6,6 +6,7 @@ Loss and accuracy are summed on the device; the host waits for the device
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,14 @@ def train_step(
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
     parts.scaler.step(parts.optimizer)  # fp16: skipped when a gradient overflowed
     parts.scaler.update()
-    parts.scheduler.step()  # P12: the schedule advances per optimizer step
+    if parts.scaler.is_enabled():
+        with warnings.catch_warnings():
+            # The schedule counts steps taken or skipped alike (fp16's first steps often overflow while the
+            # scale settles); asking whether this one was skipped would cost a host sync every step (P5).
+            warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step\\(\\)` before `optimizer.step")
+            parts.scheduler.step()
+    else:
+        parts.scheduler.step()  # P12: the schedule advances per optimizer step
     return loss.detach(), logits.detach()
 
 

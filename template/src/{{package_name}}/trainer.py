@@ -29,14 +29,15 @@ from .checkpoint import (
     link_atomically,
     load_matching,
     load_model_state,
+    load_scaler_state,
     rng_state,
     save_run_checkpoint,
     set_rng_state,
 )
 from .config import Config
 from .data import build_datasets, build_loader
-from .device import Compute, configure_backends, memory_format, resolve_precision, select_device
-from .distributed import World, barrier, close_world, init_world, sum_across, sync_buffers, wrap_model
+from .device import Compute, configure_backends, memory_format, nondeterminism_error, resolve_precision, select_device
+from .distributed import World, agreed, barrier, close_world, data_parallel_ids, init_world, sync_buffers, wrap_model
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .errors import UserError
 from .model import build_model
@@ -118,7 +119,10 @@ class Trainer:
         # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
         self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(device, memory_format=self.compute.layout)
         compiled = torch.compile(self.model) if cfg.train.compile else self.model
-        self.wrapped = wrap_model(compiled, device, cfg.train.parallel, cfg.data.batch_size, world=self.world)
+        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
+        self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
+        # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
+        self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
         optimizer = build_optimizer(self.model, cfg.optim)
         self.parts = Optimization(
             optimizer,
@@ -148,10 +152,12 @@ class Trainer:
         self.parts.optimizer.load_state_dict(state["optimizer"])
         self.parts.scheduler.load_state_dict(state["scheduler"])
         sync_lr_to_schedule(self.parts.scheduler)
-        self.parts.scaler.load_state_dict(state["scaler"])
+        scaler_note = load_scaler_state(self.parts.scaler, state["scaler"])
+        if scaler_note:
+            self.say(f"note: {scaler_note}")
         totals = self.unfinished_epoch(path, state)
         progress = Progress(state["epoch"], state["global_step"], state["best_metric"], totals)
-        set_rng_state(state["rng"], self.device)  # last: nothing after this may draw a random number before fit
+        set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step})")
         return progress
@@ -212,7 +218,7 @@ class Trainer:
             "global_step": progress.step,
             "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
             "best_metric": progress.best_metric,
-            "rng": rng_state(self.device),
+            "rng": rng_state(self.cuda_ids),
             "classes": self.classes,
             "config": self.cfg.to_dict(),
         }
@@ -227,12 +233,18 @@ class Trainer:
             ) from None
         return last
 
-    def stop_agreed(self, stop: GracefulStop) -> bool:
-        """All processes must stop at the same step, or the others would wait forever."""
+    def stop_agreed(self, stop: GracefulStop, batches: int | None = None) -> bool:
+        """All processes must stop at the same step, or the others would wait forever.
+
+        Under DDP agreeing is a collective and a host sync, so inside an epoch
+        (``batches`` given) it is asked at the logging interval only (P5); one
+        process reads its own flag at every step.
+        """
         if not self.world.distributed:
             return stop.requested
-        flag = torch.tensor([1.0 if stop.requested else 0.0], device=self.device)
-        return bool(sum_across(flag, self.world).item() > 0)
+        if batches is not None and batches % self.cfg.train.log_every:
+            return False
+        return agreed(stop.requested, self.world, self.device)
 
     def stopped(self, stop: GracefulStop, path: Path, progress: Progress) -> Preempted:
         barrier(self.world)  # the others wait until the main process has written the checkpoint
@@ -263,7 +275,7 @@ class Trainer:
                     lr = self.parts.scheduler.get_last_lr()[-1]
                     bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{lr:.2e}")
                 unfinished = totals.batches < self.steps_per_epoch  # after the last batch, the epoch's end decides
-                if unfinished and self.stop_agreed(stop):
+                if unfinished and self.stop_agreed(stop, totals.batches):
                     raise self.stopped(stop, self.save(progress), progress)
                 if unfinished and every and progress.step % every == 0:
                     self.save(progress)
@@ -339,13 +351,18 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
     resumable later. Raises ``Preempted`` after checkpointing when SIGTERM or
     SIGINT arrives.
     """
-    world = init_world(cfg.train.parallel)
+    world = init_world(cfg.train.parallel, cfg.train.device)
     trainer: Trainer | None = None
     try:
         trainer = Trainer(cfg, world)
         progress = trainer.restore(resume)
         with GracefulStop() as stop:
             return trainer.fit(progress, stop, epoch_end)
+    except RuntimeError as error:
+        explained = nondeterminism_error(error)  # an op with no deterministic kernel, in deterministic mode
+        if explained is None:
+            raise
+        raise explained from None
     finally:
         if trainer is not None:
             trainer.close()
