@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.check import run_check
-from generator.lint import RULES, check
+from torch_scaffold.check import run_check
+from torch_scaffold.lint import RULES, check
 
 from .conftest import BIN, REPO
 

@@ -127,7 +127,7 @@ def test_a_damaged_answers_file_is_one_line(tmp_path: Path, content: str) -> Non
 def test_new_without_a_template_beside_the_package_says_what_to_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from generator import cli
+    from torch_scaffold import cli
 
     monkeypatch.setattr(cli, "TEMPLATE_ROOT", tmp_path / "site-packages")
     assert cli.main(["new", str(tmp_path / "p"), "-d", "project_name=P"]) != 0
