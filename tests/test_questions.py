@@ -1,11 +1,12 @@
 """copier.yml: answers are validated by copier, and derived defaults are sensible."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import generate
+from .conftest import REPO, generate
 
 
 @pytest.mark.parametrize(
@@ -67,3 +68,22 @@ def test_answers_become_config_defaults(template_repo: Path, tmp_path: Path) -> 
     import tomllib
 
     assert tomllib.loads(pyproject)["project"]["description"] == 'Quotes " and \\ survive'
+
+
+def validator_model_names() -> list[str]:
+    """The names spelled out in copier.yml's ``model`` validator (``{% set known = "..." %}``)."""
+    validator = yaml.safe_load((REPO / "copier.yml").read_text())["model"]["validator"]
+    found = re.search(r'set known = "([^"]*)"', validator)
+    assert found, 'copier.yml\'s model validator no longer spells its names as {% set known = "..." %}'
+    return found.group(1).split()
+
+
+def test_the_model_list_in_copier_yml_is_torchvisions_classifiers() -> None:
+    """The validator cannot call torchvision, so it spells the names out; they must not go stale."""
+    import torchvision.models
+
+    names = validator_model_names()
+    classifiers = set(torchvision.models.list_models(module=torchvision.models))  # not detection, video, ...
+    assert names == sorted(names), "keep the list sorted, so that a diff shows what changed"
+    assert not set(names) - classifiers, f"not torchvision classifiers: {sorted(set(names) - classifiers)}"
+    assert not classifiers - set(names), f"missing from copier.yml: {sorted(classifiers - set(names))}"
