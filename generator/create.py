@@ -11,10 +11,12 @@ from pathlib import Path
 
 from copier import run_copy
 
-from .project import read_project
+from .project import local_template, read_project
 
 
 def create(dest: Path, template: str, data: dict[str, str], vcs_ref: str | None, defaults: bool) -> int:
+    # copier records the source as given; a relative path would be read from inside the project later.
+    template = local_template(template)
     # unsafe=True: this is our own template; its migrations run commands on update.
     run_copy(template, dest, data=data, vcs_ref=vcs_ref, defaults=defaults, unsafe=True, quiet=True)
     project = read_project(dest)

@@ -60,7 +60,8 @@ def local_changes(project: Project) -> list[tuple[str, str]]:
 
 def status(dest: Path) -> Status:
     project = read_project(dest)
-    return Status(project=project, newest=newest_version(project.template), changed=local_changes(project))
+    with project.template_reachable():
+        return Status(project=project, newest=newest_version(project.template), changed=local_changes(project))
 
 
 def report(result: Status) -> str:

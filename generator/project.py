@@ -7,7 +7,11 @@ clear line, not in a copier traceback halfway through a merge.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,41 @@ class Project:
     version: str  # copier's _commit: the template version last applied
     answers: dict[str, Any]  # the question answers, without copier's private keys
 
+    @property
+    def template_is_local(self) -> bool:
+        return is_local_path(self.template)
+
+    @property
+    def template_path(self) -> Path:
+        """A local template's folder; copier reads a relative ``_src_path`` from where it runs (here: the project)."""
+        return (self.root / Path(self.template).expanduser()).resolve()
+
+    @contextmanager
+    def template_reachable(self) -> Iterator[None]:
+        """Run copier where it finds the recorded template: a local one must exist, a relative one is read here.
+
+        copier itself would say "Local template must be a directory" or "Updating is only supported in
+        git-tracked templates", which sends the user looking in the wrong place.
+        """
+        if not self.template_is_local:
+            yield
+            return
+        if not self.template_path.exists():
+            raise ProjectError(
+                f"the template this project records cannot be found: _src_path {self.template!r} in "
+                f"{self.root / ANSWERS_FILE} was looked for at {self.template_path}; set _src_path there to "
+                "the template's absolute path or git URL (a clone of torch-scaffold), commit, and run again"
+            )
+        if Path(self.template).expanduser().is_absolute():
+            yield
+            return
+        before = Path.cwd()
+        os.chdir(self.root)  # where copier reads a relative _src_path from when it runs in the project
+        try:
+            yield
+        finally:
+            os.chdir(before)
+
 
 def read_project(dest: Path) -> Project:
     """The answers file is copier's record of source, version and answers."""
@@ -43,7 +82,21 @@ def read_project(dest: Path) -> Project:
     if not raw.get("_src_path") or not raw.get("_commit"):
         raise ProjectError(f"{answers_path} lacks _src_path or _commit: regenerate it with copier 9 or later")
     answers = {key: value for key, value in raw.items() if not str(key).startswith("_")}
-    return Project(root=dest, template=str(raw["_src_path"]), version=str(raw["_commit"]), answers=answers)
+    return Project(root=dest.absolute(), template=str(raw["_src_path"]), version=str(raw["_commit"]), answers=answers)
+
+
+def is_local_path(template: str) -> bool:
+    """A folder rather than a git URL (``https://``, ``git@host:``, ``gh:``/``gl:``, ``git+...``)."""
+    return not re.match(r"^([a-z][a-z0-9+.-]*://|[\w.-]+@[\w.-]+:|gh:|gl:|git\+)", template, re.IGNORECASE)
+
+
+def local_template(template: str) -> str:
+    """The absolute path of a template folder given relative to here; URLs unchanged.
+
+    copier records the path as given, and reads a relative one from wherever
+    it runs later: from inside the project, ``./torch-scaffold`` is gone.
+    """
+    return str(Path(template).expanduser().resolve()) if is_local_path(template) else template
 
 
 def git(dest: Path, *args: str) -> subprocess.CompletedProcess[str]:

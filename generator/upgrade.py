@@ -18,8 +18,11 @@ from .project import conflicted_files, read_project, require_clean_git
 def update(dest: Path, vcs_ref: str | None) -> int:
     before = read_project(dest)
     require_clean_git(dest)
-    # unsafe=True: the template's _migrations are commands; this is our own template.
-    run_update(dest, vcs_ref=vcs_ref, defaults=True, overwrite=True, unsafe=True, quiet=True, conflict="inline")
+    with before.template_reachable():
+        # unsafe=True: the template's _migrations are commands; this is our own template.
+        run_update(
+            before.root, vcs_ref=vcs_ref, defaults=True, overwrite=True, unsafe=True, quiet=True, conflict="inline"
+        )
     after = read_project(dest)
     if after.version == before.version:
         print(f"{dest} is already on template version {after.version}")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import BIN, REPO, check, generate, run_in
+from .conftest import BIN, REPO, check, generate, git, run_in
 
 WORKFLOW = Path(".github/workflows/ci.yml")
 
@@ -70,10 +70,14 @@ def test_pre_commit_runs_ruff(project: Path) -> None:
     assert ruff["rev"].startswith("v")
 
 
-def test_pre_commit_runs_the_practices_check_of_the_same_template_version(project: Path) -> None:
+def test_pre_commit_runs_the_practices_check_of_the_same_template_version(project: Path, template_repo: Path) -> None:
+    """From the template source the project recorded, which exists, never a URL that may not."""
     config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
-    ours = next(repo for repo in config["repos"] if repo["repo"].endswith("/torch-scaffold"))
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    (ours,) = [repo for repo in config["repos"] if repo["hooks"][0]["id"] == "torch-scaffold-check"]
     assert [hook["id"] for hook in ours["hooks"]] == ["torch-scaffold-check"]
-    assert ours["rev"] == yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == "v1"
+    assert ours["repo"] == answers["_src_path"] == str(template_repo) and Path(ours["repo"]).is_dir()
+    assert ours["rev"] == answers["_commit"] == "v1"
+    assert "v1" in git(template_repo, "tag").split()
     hook_ids = [hook["id"] for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())]
     assert "torch-scaffold-check" in hook_ids  # the hook the project names exists in this repository

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import BIN, generate, git
+from .conftest import BIN, copier_cli, generate, git
 from .lifecycle import V1, V2, make_user_project, substitute
 
 
-def scaffold(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def scaffold(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "torch-scaffold"), *map(str, args)],
+        cwd=cwd,
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -133,3 +134,47 @@ def test_new_without_a_template_beside_the_package_says_what_to_pass(
     assert cli.main(["new", str(tmp_path / "p"), "-d", "project_name=P"]) != 0
     assert "pass --template" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+def test_a_project_made_from_a_relative_template_path_updates_from_inside(
+    versioned_template: Path, tmp_path: Path
+) -> None:
+    """The first hour's blocker: ``new --template ./torch-scaffold`` recorded a path valid only where it was typed."""
+    relative = f"./{versioned_template.name}"
+    dest = tmp_path / "photo-sorter"
+    made = scaffold("new", dest, "--template", relative, "--vcs-ref", V1, "-d", "project_name=Photo Sorter",
+                    cwd=versioned_template.parent)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert yaml.safe_load((dest / ".copier-answers.yml").read_text())["_src_path"] == str(versioned_template)
+    git(dest, "init", "--quiet", "--initial-branch=main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "--quiet", "-m", "Generated project")
+
+    status = scaffold("status", ".", cwd=dest)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {dest}`)"
+
+    plain = copier_cli("update", "--trust", "--defaults", cwd=dest)
+    assert plain.returncode == 0, plain.stderr
+    assert yaml.safe_load((dest / ".copier-answers.yml").read_text())["_commit"] == V2
+    git(dest, "reset", "--quiet", "--hard")
+    git(dest, "clean", "--quiet", "-fdx")
+
+    updated = scaffold("update", ".", cwd=dest)
+    assert updated.returncode == 0, updated.stderr
+    assert f"from template version {V1} to {V2}." in updated.stdout
+
+
+@pytest.mark.parametrize("recorded", ["./torch-scaffold", "/nowhere/torch-scaffold"])
+def test_a_template_that_cannot_be_found_says_where_it_was_looked_for(
+    versioned_template: Path, tmp_path: Path, recorded: str
+) -> None:
+    project = make_user_project(versioned_template, tmp_path / "x")
+    answers = project / ".copier-answers.yml"
+    answers.write_text(answers.read_text().replace(f"_src_path: {versioned_template}", f"_src_path: {recorded}"))
+    git(project, "commit", "--quiet", "-am", "moved the template")
+    where = project / recorded if recorded.startswith(".") else Path(recorded)
+    for command in ("status", "update"):
+        message = one_line_error(scaffold(command, ".", cwd=project))
+        assert "the template this project records cannot be found" in message
+        assert f"looked for at {where.resolve()}" in message and "set _src_path there" in message
