@@ -25,6 +25,7 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "torch-scaffold tests",
     "GIT_COMMITTER_EMAIL": "tests@torch-scaffold.invalid",
 }
+TEMPLATE_FILES = ("copier.yml", "PRACTICES.md", "CHANGELOG.md", ".pre-commit-hooks.yaml")  # beside template/
 DEFAULT_ANSWERS = {"project_name": "X", "project_slug": "x", "package_name": "x_pkg"}
 
 
@@ -43,9 +44,10 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def make_template_repo(dest: Path, tag: str = "v1") -> Path:
-    """Copy copier.yml and template/ into a fresh git repository tagged ``tag``."""
+    """Copy copier.yml, template/ and the files it includes into a fresh git repository tagged ``tag``."""
     dest.mkdir(parents=True)
-    shutil.copy2(REPO / "copier.yml", dest / "copier.yml")
+    for name in TEMPLATE_FILES:
+        shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "template", dest / "template", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     git(dest, "init", "--quiet", "--initial-branch=main")
     git(dest, "add", "-A")

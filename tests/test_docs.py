@@ -1,0 +1,129 @@
+"""Every reference in the docs resolves: practice IDs, modules, tests, lint rules and links.
+
+PRACTICES.md is the table the code, the tests, the lint rules and both
+READMEs cite; a renamed module or test, or a practice cited but never
+defined, fails here rather than sending a reader to nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from torch_scaffold.lint import RULES
+
+from .conftest import REPO
+
+PACKAGE = REPO / "template" / "src" / "{{package_name}}"
+TESTS = REPO / "template" / "tests"
+PRACTICE_ID = re.compile(r"\bP(1[0-9]|[1-9])\b")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def practices() -> dict[str, tuple[str, str, str]]:
+    """PRACTICES.md's table: ID -> (practice, where, proof)."""
+    rows = {}
+    for line in (REPO / "PRACTICES.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and PRACTICE_ID.fullmatch(cells[0]):
+            rows[cells[0]] = (cells[1], cells[2], cells[3])
+    return rows
+
+
+def defined_names(path: Path) -> set[str]:
+    tree = ast.parse(re.sub(r"\{\{ *package_name *\}\}", "x_pkg", path.read_text()))  # the tests are Jinja
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def cited_files() -> list[Path]:
+    roots = [REPO / "template", REPO / "generator"]
+    files = [p for root in roots for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return [*files, REPO / "README.md", REPO / "copier.yml", REPO / ".pre-commit-hooks.yaml"]
+
+
+def test_the_table_holds_p1_to_p17_in_order() -> None:
+    assert list(practices()) == [f"P{i}" for i in range(1, 18)]
+
+
+def test_every_practice_cited_anywhere_is_in_the_table() -> None:
+    known = set(practices())
+    unknown = {
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in cited_files()
+        for match in PRACTICE_ID.finditer(path.read_text(errors="replace"))
+        if match.group(0) not in known
+    }
+    assert not unknown, sorted(unknown)
+
+
+def test_where_names_modules_and_functions_of_the_generated_package() -> None:
+    for practice, (_, where, _) in practices().items():
+        if where == "every module":
+            continue
+        for module, inside in re.findall(r"`(\w+\.py)`(?: \(([^)]*)\))?", where):
+            assert (PACKAGE / module).is_file(), f"{practice}: no module {module}"
+            for name in re.findall(r"`([\w.]+)`", inside):
+                assert name.split(".")[-1] in defined_names(PACKAGE / module), f"{practice}: {module} has no {name}"
+
+
+def test_proof_names_tests_and_lint_rules_that_exist() -> None:
+    codes = {rule.code for rule in RULES}
+    for practice, (_, _, proof) in practices().items():
+        tests = re.findall(r"`tests/(test_\w+\.py)(?:::(\w+))?`", proof)
+        rules = re.findall(r"\bTSC\d{3}\b", proof)
+        assert tests or rules, f"{practice}: the proof names no test and no lint rule"
+        for test_file, test_name in tests:
+            source = TESTS / f"{test_file}.jinja"
+            assert source.is_file(), f"{practice}: no tests/{test_file} in the generated project"
+            assert not test_name or test_name in defined_names(source), f"{practice}: {test_file} has no {test_name}"
+        assert set(rules) <= codes, f"{practice}: unknown lint rules {set(rules) - codes}"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.code)
+def test_each_lint_rule_is_the_proof_of_the_practice_its_message_cites(rule: object) -> None:
+    cited = PRACTICE_ID.findall(rule.message)  # type: ignore[attr-defined]
+    assert len(cited) == 1, rule
+    assert rule.code in practices()[f"P{cited[0]}"][2]  # type: ignore[attr-defined]
+
+
+def test_docstrings_that_cite_practices_md_find_it() -> None:
+    citing = [p for p in (REPO / "generator").rglob("*.py") if "PRACTICES.md" in p.read_text()]
+    assert citing, "generator/ docstrings cite PRACTICES.md"
+    assert (REPO / "PRACTICES.md").is_file()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "PRACTICES.md", "CHANGELOG.md"])
+def test_links_in_the_repository_docs_resolve(doc: str) -> None:
+    for target in LINK.findall((REPO / doc).read_text()):
+        if not re.match(r"^[a-z]+://", target):
+            assert (REPO / target).exists(), f"{doc} links to {target}, which does not exist"
+
+
+def test_the_generated_project_carries_practices_md_and_its_readme_links_resolve(project: Path) -> None:
+    assert (project / "PRACTICES.md").read_text() == (REPO / "PRACTICES.md").read_text()
+    readme = (project / "README.md").read_text()
+    assert "[PRACTICES.md](PRACTICES.md)" in readme
+    for target in LINK.findall(readme):
+        if not re.match(r"^[a-z]+://", target):
+            assert (project / target).exists(), f"the generated README links to {target}, which does not exist"
+    table = readme.split("## Practices", 1)[1].split("\n## ", 1)[0]
+    for module in re.findall(r"`(\w+\.py)`", table):
+        assert (project / "src" / "x_pkg" / module).is_file() or (project / "tests" / module).is_file(), module
+
+
+def test_readmes_tell_project_owners_to_read_the_changelog_before_updating(project: Path) -> None:
+    assert (REPO / "CHANGELOG.md").read_text().count("## [Unreleased]") == 1
+    teams = (REPO / "README.md").read_text().split("## For teams", 1)[1].split("\n## ", 1)[0]
+    assert "[CHANGELOG.md](CHANGELOG.md)" in teams and "before `copier update`" in teams
+    section = (project / "README.md").read_text().split("## What `copier update` touches", 1)[1]
+    assert "read\n`CHANGELOG.md` in the template" in section
+
+
+def test_the_readme_shows_no_invented_hosting_urls() -> None:
+    text = "\n".join(p.read_text() for p in (REPO / "README.md", REPO / ".pre-commit-hooks.yaml"))
+    text += (REPO / "template" / "README.md.jinja").read_text() + (REPO / "CHANGELOG.md").read_text()
+    for invented in ("gh:torch-scaffold", "git.example.org", "https://github.com/torch-scaffold"):
+        assert invented not in text, invented
