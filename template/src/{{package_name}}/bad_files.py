@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PIL import UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 from torchvision import datasets
 from tqdm import tqdm
 
@@ -34,12 +34,41 @@ def checked(loader: Callable[[str], Any]) -> Callable[[str], Any]:
             return loader(path)
         except READ_ERRORS as exc:
             raise BadFileError(
-                f"{path} cannot be read ({exc.__class__.__name__}: {str(exc)[:80]}): "
-                "replace or remove it, or set data.on_bad_file=skip"
+                f"{path} cannot be read ({reason(exc, path)}): replace or remove it, or set data.on_bad_file=skip"
             ) from None
 
     load.__name__ = f"checked_{getattr(loader, '__name__', 'loader')}"
     return load
+
+
+def reason(exc: BaseException, path: str) -> str:
+    """The error's kind and whole message (a cut one showed notes.jp for notes.jpg), without the path twice."""
+    message = " ".join(str(exc).replace(repr(path), "").replace(path, "").split()).strip(" :")
+    return f"{exc.__class__.__name__}: {message}" if message else exc.__class__.__name__
+
+
+def extension_list(extensions: tuple[str, ...]) -> str:
+    """Every extension accepted, as the check accepts them: in any case."""
+    return "/".join(extensions) + " (any case)"
+
+
+def check_headers(dataset: datasets.DatasetFolder, progress: bool) -> None:
+    """Open every image's header (no decoding: fast) so that a file that is no image stops the run at once.
+
+    A file damaged after its header still stops training when it is read, naming itself.
+    """
+    bad = []
+    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
+        try:
+            with Image.open(path):
+                pass
+        except READ_ERRORS as exc:
+            bad.append(f"{path} ({reason(exc, path)})")
+    if bad:
+        raise BadFileError(
+            f"{len(bad)} file(s) in {dataset.root} cannot be read as images: {listing(bad)}; "
+            "replace or remove them, or set data.on_bad_file=skip to leave them out"
+        )
 
 
 def stray_files(root: Path, extensions: tuple[str, ...]) -> list[Path]:
@@ -63,7 +92,7 @@ def check_strays(root: Path, extensions: tuple[str, ...], on_bad_file: str) -> N
         return
     if on_bad_file == "error":
         raise BadFileError(
-            f"{len(strays)} file(s) in {root} are not {'/'.join(extensions[:6])}: {listing(strays)}; "
+            f"{len(strays)} file(s) in {root} are not {extension_list(extensions)}: {listing(strays)}; "
             "move them out of the class folders, or set data.on_bad_file=skip"
         )
     print(f"warning: ignored {len(strays)} file(s) that are not samples: {listing(strays)}")

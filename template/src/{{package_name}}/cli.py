@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import UserError
 from .preemption import EXIT_PREEMPTED, Preempted
@@ -21,8 +22,14 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def program_name() -> str:
+    """What the user typed: the console script's name, or ``python -m <package>``."""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return f"python -m {__package__}" if script in ("", "__main__.py", "-c") else script
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=__package__, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=program_name(), description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -41,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(train, "configs/default.yaml")
     train.add_argument("--resume", metavar="auto|PATH", help="continue from out_dir/last.pt (auto) or a checkpoint")
 
-    evaluate = commands.add_parser("evaluate", help="loss, top-1 and per-class accuracy of a checkpoint")
+    evaluate = commands.add_parser("evaluate", help="loss, top-1 accuracy and per-class precision/recall/F1")
     with_config(evaluate, None)
     evaluate.add_argument("--checkpoint", required=True, help="a .pt file written by train")
     evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
@@ -52,11 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
     )
 
-    predict = commands.add_parser("predict", help="top-k classes for image files")
+    predict = commands.add_parser("predict", help="top-k classes for image files, or every image in folders")
     with_config(predict, None)
     predict.add_argument("--checkpoint", required=True, help="a .pt file written by train")
     predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
-    predict.add_argument("files", nargs="+", metavar="FILE")
+    predict.add_argument("--csv", metavar="FILE", help="also write path, then class and probability per rank, as CSV")
+    predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
 
     similar = commands.add_parser("similar", help="the training images most similar to each query image")
     with_config(similar, None)
@@ -103,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides))
     if args.command == "evaluate":
         result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
-        print(format_report(result, loaded.classes))
+        print(format_report(result))
         from .evaluation_report import default_confusion_path, report_extras
 
         picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
@@ -123,9 +131,15 @@ def run(args: argparse.Namespace) -> int:
 
         print(export_checkpoint(loaded, args.checkpoint, args.format, args.output))
         return 0
-    for path in args.files:
+    from .inference import expand_inputs, write_predictions
+
+    predictions = []
+    for path in expand_inputs(args.files, loaded.config.data.format):
         ranked = predict_file(loaded, path, args.topk)
+        predictions.append((path, ranked))
         print(f"{path}: " + ", ".join(f"{name} {probability:.3f}" for name, probability in ranked))
+    if args.csv:
+        print(f"predictions: {write_predictions(predictions, args.topk, args.csv)}")
     return 0
 
 
@@ -136,8 +150,20 @@ def one_line(error: UserError) -> str:
     return last.removeprefix(prefix)
 
 
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """argparse, plus the one mistake it would misreport: ``--set train.epochs 3`` (a space, not ``=``)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        bare = [item for item in getattr(args, "overrides", []) if "=" not in item]
+        if bare:
+            parser.exit(2, f"error: --set {bare[0]} {extra[0]}: use KEY=VALUE, e.g. --set {bare[0]}={extra[0]}\n")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return run(args)
     except UserError as exc:

@@ -168,7 +168,7 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
 def parse_override(item: str) -> tuple[str, Any]:
     key, sep, text = item.partition("=")
     if not sep or not key.strip():
-        raise UserError(f"--set {item!r} is malformed: write --set section.key=value, e.g. --set optim.lr=0.01")
+        raise UserError(f"--set {item!r} is malformed: use KEY=VALUE, e.g. --set optim.lr=0.01")
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:

@@ -20,13 +20,14 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
-from .bad_files import check_strays, checked, drop_unreadable
+from .bad_files import check_headers, check_strays, checked, drop_unreadable, extension_list
 from .cache import MemoryCache
 from .config import Config, DataConfig
 from .distributed import World
 from .errors import UserError
 
 NPY_EXTENSIONS = (".npy",)
+SPLITS = ("train", "val")
 
 
 def load_npy(path: str) -> np.ndarray:
@@ -65,21 +66,41 @@ def folder_dataset(
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
+    check_class_folders(root, extensions, allow_empty)
     check_strays(root, extensions, cfg.on_bad_file)
     loader = checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
-    try:
-        if npy:
-            dataset = datasets.DatasetFolder(
-                str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
-            )
-        else:
-            dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
-    except FileNotFoundError as exc:
-        raise UserError(f"{root}: {exc} Put files of that kind in every class folder, or remove it.") from None
+    if npy:
+        dataset = datasets.DatasetFolder(
+            str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
+        )
+    else:
+        dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
     if cfg.on_bad_file == "skip":
         drop_unreadable(dataset, progress)
+    elif not npy:
+        check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
     return dataset
+
+
+def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:
+    """What ImageFolder needs, said in our words: one subfolder per class, each with at least one sample."""
+    example = f"{root}/<class name>/<file>, e.g. {root}/cat/0001.jpg and {root}/dog/0002.jpg"
+    classes = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+    if not classes:
+        raise UserError(f"{root} has no class folders: put the samples in one subfolder per class, as {example}")
+    if not allow_empty:  # val/ may lack a class: it is labelled with train/'s classes
+        empty = [folder.name for folder in classes if not has_sample(folder, extensions)]
+        if empty:
+            raise UserError(
+                f"class folder(s) {', '.join(empty)} in {root} hold no {extension_list(extensions)} files: "
+                f"put samples in every class folder, as {example}, or remove the empty ones"
+            )
+
+
+def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
+    """As ImageFolder counts: any file below the folder whose name ends in an accepted extension, in any case."""
+    return any(name.lower().endswith(extensions) for _, _, names in os.walk(folder, followlinks=True) for name in names)
 
 
 def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
@@ -89,23 +110,35 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
     is relabelled with the training indices.
     """
     root = Path(cfg.data.root)
-    if not root.is_dir():
-        raise UserError(
-            f"data.root {root} does not exist: point it at a folder holding train/ and val/ "
-            f"(--set data.root=DIR), or make a sample with `sample-data {root}`"
-        )
-    for split in ("train", "val"):
-        if not (root / split).is_dir():
-            raise UserError(
-                f"{root / split} not found: data.root must hold train/ and val/ with one folder per class "
-                f"(make a sample with `sample-data {root}`)"
-            )
+    check_data_root(root)
     train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress)
     val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, progress=progress)
     align_classes(val_set, train_set.class_to_idx)
     if cfg.data.cache == "memory":
         return MemoryCache(train_set, cfg.data, progress), MemoryCache(val_set, cfg.data, progress)  # type: ignore[return-value]
     return train_set, val_set
+
+
+def check_data_root(root: Path) -> None:
+    """data.root holds train/ and val/; the fix named depends on what the user pointed at."""
+    sample = root == Path(DataConfig.root)  # only the default sample path is made by sample-data
+    make_sample = f", or make the sample data with `sample-data {root}`" if sample else ""
+    if not root.is_dir():
+        raise UserError(
+            f"data.root {root} does not exist: point it at the folder that holds train/ and val/ "
+            f"(--set data.root=DIR){make_sample}"
+        )
+    if root.name in SPLITS and not all((root / split).is_dir() for split in SPLITS):
+        raise UserError(
+            f"data.root {root} is a {root.name}/ folder: set data.root to its parent, {root.parent}, "
+            "which holds train/ and val/"
+        )
+    for split in SPLITS:
+        if not (root / split).is_dir():
+            raise UserError(
+                f"{root / split} not found: data.root must hold train/ and val/, each with one folder per class "
+                f"({root}/train/<class name>/<file>){make_sample}"
+            )
 
 
 def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int]) -> None:

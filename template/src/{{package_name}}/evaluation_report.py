@@ -80,7 +80,7 @@ def report_extras(
     confusion: torch.Tensor, classes: Sequence[str], csv_path: str | Path | None, picture: str | Path | None
 ) -> str:
     """What ``evaluate`` prints after the accuracy: the table, and where the CSV and the picture went."""
-    lines = ["per-class precision, recall, F1:", format_table(confusion, classes)]
+    lines = ["per class (recall is the class's accuracy):", format_table(confusion, classes)]
     if csv_path:
         lines.append(f"table: {write_csv(confusion, classes, csv_path)}")
     if picture:

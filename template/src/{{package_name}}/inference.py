@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from PIL import UnidentifiedImageError
-from torchvision.datasets.folder import default_loader
+from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 
+from .bad_files import extension_list
 from .checkpoint import load_model_state, read_checkpoint
 from .config import Config, load_config
-from .data import align_classes, build_loader, build_transform, folder_dataset, load_npy
+from .data import NPY_EXTENSIONS, align_classes, build_loader, build_transform, folder_dataset, load_npy
 from .device import Compute, configure_backends, resolve_precision, select_device
 from .engine import evaluate
 from .errors import UserError
@@ -58,21 +62,50 @@ def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> 
     return evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress)
 
 
-def format_report(result: dict[str, Any], classes: list[str]) -> str:
-    lines = [
-        f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%",
-        "per-class accuracy:",
-    ]
-    width = max(len(name) for name in classes)
-    counts = result["confusion"].sum(1).tolist()
-    for name, accuracy, count in zip(classes, result["per_class_acc"], counts, strict=True):
-        lines.append(f"  {name:<{width}}  {100 * accuracy:6.2f}%  ({count} images)")
-    return "\n".join(lines)
+def format_report(result: dict[str, Any]) -> str:
+    """The totals; per-class accuracy is the recall column of the table that follows, so it is printed once."""
+    return f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+
+
+def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[Path]:
+    """Files as given; folders replaced by the sample files below them (recursively, sorted, hidden ones left out)."""
+    extensions = NPY_EXTENSIONS if data_format == "npy" else IMG_EXTENSIONS
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            found.append(path)  # read_input names it if it is missing
+            continue
+        inside = sorted(
+            Path(folder) / name
+            for folder, _, names in os.walk(path, followlinks=True)
+            for name in names
+            if name.lower().endswith(extensions) and not name.startswith(".")
+        )
+        if not inside:
+            raise UserError(f"{path} holds no {extension_list(extensions)} files: give files, or a folder of them")
+        found += inside
+    return found
+
+
+def write_predictions(predictions: list[tuple[Path, list[tuple[str, float]]]], topk: int, path: str | Path) -> Path:
+    """One row per file: its path, then the class and probability of each rank."""
+    path = Path(path)
+    header = ["path", *(f"{kind}_{rank}" for rank in range(1, topk + 1) for kind in ("class", "probability"))]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            for file, ranked in predictions:
+                writer.writerow([str(file), *(v for name, p in ranked for v in (name, f"{p:.6f}"))])
+    except OSError as exc:
+        raise UserError(f"cannot write {path} ({exc.strerror}): pass --csv a writable path") from None
+    return path
 
 
 def read_input(path: Path, data_format: str) -> Any:
     if not path.is_file():
-        raise UserError(f"{path} not found: give the path of an existing file")
+        raise UserError(f"{path} not found: give the path of an existing file or folder")
     try:
         return load_npy(str(path)) if data_format == "npy" else default_loader(str(path))
     except (UnidentifiedImageError, ValueError, OSError) as exc:

@@ -33,12 +33,14 @@ def new_figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), dpi=120, layout="constrained")
 
 
-def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | Path, resumed_at: Sequence[float] = ()) -> Path:
     """Loss (train and val), accuracy and learning rate by epoch, side by side, saved as a PNG.
 
     ``rows`` are ``metrics.jsonl`` objects with ``epoch`` and any of
     ``train_loss``, ``val_loss``, ``train_acc``, ``val_acc`` (fractions) and
-    ``lr``; a missing key leaves its line out.
+    ``lr``; a missing key leaves its line out. ``resumed_at`` (epochs,
+    fractional inside an epoch) are drawn as dotted lines: a jump there may be
+    the resume's doing (e.g. a schedule reshaped by a larger ``train.epochs``).
     """
     figure = new_figure(15, 4.2)
     from matplotlib.ticker import MaxNLocator
@@ -60,7 +62,12 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         if len(ax.lines) > 1:
             ax.legend()
-    losses = [v for line in axes[0].lines for v in line.get_ydata()]
+    for ax in axes:
+        for number, epoch in enumerate(resumed_at):
+            ax.axvline(epoch, color="grey", linestyle=":", label="resumed" if number == 0 else None)
+        if resumed_at:
+            ax.legend()
+    losses = [v for line in axes[0].lines[: len(axes[0].lines) - len(resumed_at)] for v in line.get_ydata()]
     if losses and min(losses) > 0 and max(losses) / min(losses) > 20:
         axes[0].set_yscale("log")  # an early spike (e.g. batch-norm statistics at the peak lr) would flatten the rest
     axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))

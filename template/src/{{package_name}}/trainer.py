@@ -78,13 +78,22 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
 
 
-def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
-    """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve."""
+def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:
+    """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve.
+
+    Returns what to add to the resume line when the lr jumps (the user asked for more epochs, not a jump), else "".
+    """
     step = scheduler.last_epoch
     curve = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
-    if curve != [group["lr"] for group in scheduler.optimizer.param_groups]:
-        scheduler.last_epoch -= 1
-        scheduler.step()
+    before = [group["lr"] for group in scheduler.optimizer.param_groups]
+    if curve == before:
+        return ""
+    scheduler.last_epoch -= 1
+    scheduler.step()
+    old_epochs = saved_config.get("train", {}).get("epochs")
+    why = f"train.epochs {old_epochs} -> {cfg.train.epochs}" if old_epochs != cfg.train.epochs else "optim settings"
+    after = scheduler.get_last_lr()[-1]
+    return f"; the learning-rate schedule was reshaped ({why}): lr {before[-1]:.2e} -> {after:.2e} from here"
 
 
 class Trainer:
@@ -98,8 +107,6 @@ class Trainer:
         self.cfg = cfg
         self.world = world or World()
         self.out_dir = Path(cfg.train.out_dir)
-        if self.world.is_main:
-            prepare_out_dir(self.out_dir)
         seed_everything(cfg.train.seed)
         device = select_device(cfg.train.device, self.world.local_rank)
         configure_backends(device, cfg.train.deterministic)
@@ -109,6 +116,8 @@ class Trainer:
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         train_set, val_set = build_datasets(cfg, self.progress_bars)
+        if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
+            prepare_out_dir(self.out_dir)
         self.classes = list(train_set.classes)
         self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world)
@@ -151,7 +160,7 @@ class Trainer:
         load_model_state(self.model, state["model"], path)
         self.parts.optimizer.load_state_dict(state["optimizer"])
         self.parts.scheduler.load_state_dict(state["scheduler"])
-        sync_lr_to_schedule(self.parts.scheduler)
+        reshaped = sync_lr_to_schedule(self.parts.scheduler, state.get("config", {}), self.cfg)
         scaler_note = load_scaler_state(self.parts.scaler, state["scaler"])
         if scaler_note:
             self.say(f"note: {scaler_note}")
@@ -159,7 +168,9 @@ class Trainer:
         progress = Progress(state["epoch"], state["global_step"], state["best_metric"], totals)
         set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
-        self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step})")
+        self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
+        if self.world.is_main and progress.epoch < self.cfg.train.epochs:
+            self.metrics.mark_resume(progress.epoch + (totals.batches / self.steps_per_epoch if totals else 0.0))
         return progress
 
     def start_fresh(self, resume: str | None) -> None:
@@ -270,7 +281,7 @@ class Trainer:
                 totals.add(loss, logits, targets)
                 progress.step += 1
                 if self.grid_pending:
-                    self.save_grid(images)
+                    self.save_grid(images, targets)
                 if totals.batches % cfg.train.log_every == 0:  # P5: the only host sync inside the epoch
                     lr = self.parts.scheduler.get_last_lr()[-1]
                     bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{lr:.2e}")
@@ -295,9 +306,9 @@ class Trainer:
             self.metrics.truncate_after(progress.epoch)  # rows of epochs this run will train again
             (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
 
-    def save_grid(self, images: torch.Tensor) -> None:
-        """P15: the first batch as the model sees it, once per run folder."""
-        save_sample_grid(images, self.out_dir / "train_batch.png")
+    def save_grid(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        """P15: the first batch as the model sees it, each image labelled with its class, once per run folder."""
+        save_sample_grid(images, self.out_dir / "train_batch.png", [self.classes[t] for t in targets.tolist()])
         if self.board is not None:
             self.board.batch(images)
         self.grid_pending = False
@@ -333,7 +344,7 @@ class Trainer:
         self.metrics.append(row)
         if self.board is not None:
             self.board.epoch(row, {g["name"]: g["lr"] for g in self.parts.optimizer.param_groups})
-        note = draw_curves(self.metrics.rows(), self.out_dir / "curves.png")
+        note = draw_curves(self.metrics.rows(), self.out_dir / "curves.png", self.metrics.resumes())
         if note and not self.curves_note:
             self.curves_note = note
             self.say(f"note: no curves.png: {note}")
