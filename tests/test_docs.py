@@ -127,3 +127,26 @@ def test_the_readme_shows_no_invented_hosting_urls() -> None:
     text += (REPO / "template" / "README.md.jinja").read_text() + (REPO / "CHANGELOG.md").read_text()
     for invented in ("gh:torch-scaffold", "git.example.org", "https://github.com/torch-scaffold"):
         assert invented not in text, invented
+
+
+def test_the_generated_readme_documents_what_a_new_user_meets(project: Path) -> None:
+    """Issue 16's docs: run outputs, TensorBoard, small data, resume with more epochs, predict folders, export."""
+    readme = (project / "README.md").read_text()
+    for text in (
+        "| `curves.png` |",
+        "tensorboard --logdir runs",
+        "## Small data",
+        "--set model.pretrained_weights=resnet18.pth",
+        "the learning-rate schedule was reshaped (train.epochs 15 -> 30)",
+        "--csv predictions.csv photos/",
+        "custom_metadata_map",
+        "each image with its class name",
+    ):
+        assert text in readme, text
+
+
+def test_the_template_readme_lists_the_questions_and_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    texts = ("| `ci_workflow` |", "`similar --checkpoint", "`export --checkpoint", "newest [PEP 440]", "0.0.0.post")
+    for text in texts:
+        assert text in readme, text
