@@ -11,9 +11,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import UserError
 from .preemption import EXIT_PREEMPTED, Preempted
+
+DEFAULT_CONFIG = "configs/default.yaml"
 
 
 def positive_int(text: str) -> int:
@@ -28,29 +31,46 @@ def program_name() -> str:
     return f"python -m {__package__}" if script in ("", "__main__.py", "-c") else script
 
 
+def add_config_options(command: argparse.ArgumentParser, default: str) -> None:
+    command.add_argument(
+        "--config",
+        action="append",
+        metavar="FILE",
+        help=f"YAML config file; repeat it to lay a recipe over a base, later files winning (default: {default})",
+    )
+    command.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set optim.lr=0.01 (repeatable)",
+    )
+
+
+def add_checkpoint_command(commands: Any, name: str, about: str) -> argparse.ArgumentParser:
+    """A command that puts a trained checkpoint to use; it runs with the checkpoint's config unless told."""
+    command = commands.add_parser(name, help=about)
+    add_config_options(command, "the checkpoint's")
+    command.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    command.add_argument(
+        "--raw-weights",
+        action="store_true",
+        help="use the trained weights even where the checkpoint holds their moving average (train.ema_decay)",
+    )
+    return command
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program_name(), description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def with_config(command: argparse.ArgumentParser, default: str | None) -> None:
-        command.add_argument("--config", default=default, help=f"YAML config file (default: {default})")
-        command.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override one config key, e.g. --set optim.lr=0.01 (repeatable)",
-        )
-
     train = commands.add_parser("train", help="train a model")
-    with_config(train, "configs/default.yaml")
+    add_config_options(train, DEFAULT_CONFIG)
     train.add_argument("--resume", metavar="auto|PATH", help="continue from out_dir/last.pt (auto) or a checkpoint")
 
-    evaluate = commands.add_parser("evaluate", help="loss, top-1 accuracy and per-class precision/recall/F1")
-    with_config(evaluate, None)
-    evaluate.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    evaluate = add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
     evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
     evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
     evaluate.add_argument(
@@ -59,23 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
     )
 
-    predict = commands.add_parser("predict", help="top-k classes for image files, or every image in folders")
-    with_config(predict, None)
-    predict.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
     predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
     predict.add_argument("--csv", metavar="FILE", help="also write path, then class and probability per rank, as CSV")
     predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
 
-    similar = commands.add_parser("similar", help="the training images most similar to each query image")
-    with_config(similar, None)
-    similar.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    similar = add_checkpoint_command(commands, "similar", "the training images most similar to each query image")
     similar.add_argument("--k", type=int, default=5, help="neighbours to list per query (default: 5)")
     similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
     similar.add_argument("queries", nargs="+", metavar="QUERY")
 
-    export = commands.add_parser("export", help="write a deployable model: TorchScript, torch.export or ONNX")
-    with_config(export, None)
-    export.add_argument("--checkpoint", required=True, help="a .pt file written by train")
+    export = add_checkpoint_command(commands, "export", "write a deployable model: TorchScript, torch.export or ONNX")
     export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
     export.add_argument("--output", metavar="PATH", help="default: beside the checkpoint, e.g. best.pt2")
 
@@ -100,15 +114,18 @@ def run(args: argparse.Namespace) -> int:
         from .config import load_config
         from .trainer import train
 
-        cfg = load_config(args.config, args.overrides)
+        cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
         row = train(cfg, resume=args.resume)
         if row:
-            print(f"done: val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
+            ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
+            print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
         return 0
 
     from .inference import format_report, load_trained, predict_file, run_evaluate
 
-    loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides))
+    loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides), raw_weights=args.raw_weights)
+    if loaded.weights_note:
+        print(loaded.weights_note, file=sys.stderr)
     if args.command == "evaluate":
         result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
         print(format_report(result))

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class DataConfig:
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
     cache: str = "none"  # none | memory: decode every image once and keep it (small data sets)
     on_bad_file: str = "error"  # error: stop and name an unreadable file | skip: leave such files out, listed
+    auto_augment: str = "none"  # none | trivialaugment | randaugment | autoaugment, after crop and flip
+    random_erasing: float = 0.0  # probability of erasing a random rectangle of each training image
+    sampler: str = "uniform"  # uniform: each image once per epoch | balanced: classes drawn equally often
 
 
 @dataclass
@@ -65,6 +69,7 @@ class OptimConfig:
     step_epochs: int = 5  # step: multiply by gamma every step_epochs
     gamma: float = 0.1
     label_smoothing: float = 0.0
+    class_weights: str = "none"  # none | balanced: the loss weighs each class by its inverse frequency
 
 
 @dataclass
@@ -84,6 +89,13 @@ class TrainConfig:
     tensorboard: bool = False  # also log to out_dir/tensorboard (the tensorboard extra)
     checkpoint_every_steps: int = 0  # also write last.pt every K optimizer steps; 0: at epoch ends only
     keep_last: int = 0  # older checkpoints kept beside last.pt, for a fallback if it is damaged
+    mixup_alpha: float = 0.0  # MixUp's Beta(alpha, alpha); 0 turns it off
+    cutmix_alpha: float = 0.0  # CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)
+    ema_decay: float = 0.0  # exponential moving average of the weights, evaluated and saved; 0 turns it off
+    accumulate_steps: int = 1  # batches whose gradients add up before one optimizer step
+    early_stopping_patience: int = 0  # stop after this many epochs without val_acc improving; 0 never stops
+    early_stopping_min_delta: float = 0.0  # the least rise of val_acc that counts as improving
+    sync_batchnorm: bool = False  # under DDP on GPUs: batch-norm statistics over every process's batch
 
 
 @dataclass
@@ -103,6 +115,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.format": ("image", "npy"),
     "data.on_bad_file": ("error", "skip"),
     "data.cache": ("none", "memory"),
+    "data.auto_augment": ("none", "trivialaugment", "randaugment", "autoaugment"),
+    "data.sampler": ("uniform", "balanced"),
+    "optim.class_weights": ("none", "balanced"),
     "optim.name": ("sgd", "adamw"),
     "optim.scheduler": ("cosine", "step"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
@@ -117,6 +132,7 @@ POSITIVE = (
     "optim.gamma",
     "train.epochs",
     "train.log_every",
+    "train.accumulate_steps",
 )
 NON_NEGATIVE = (
     "optim.momentum",
@@ -127,31 +143,49 @@ NON_NEGATIVE = (
     "train.grad_clip_norm",
     "train.checkpoint_every_steps",
     "train.keep_last",
+    "train.mixup_alpha",
+    "train.cutmix_alpha",
+    "train.early_stopping_patience",
+    "train.early_stopping_min_delta",
 )
 
 
 def load_config(
-    path: str | Path | None = None,
+    paths: str | Path | Sequence[str | Path] | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     base: dict[str, Any] | None = None,
 ) -> Config:
-    """Defaults, then the YAML file (or ``base``, e.g. a checkpoint's config), then overrides, then checks."""
+    """Defaults, then ``base`` (e.g. a checkpoint's config), then each YAML file, later ones overriding
+    earlier ones key by key (a recipe over default.yaml), then ``--set`` overrides, then checks."""
     raw: dict[str, Any] = copy.deepcopy(base) if base is not None else {}
-    if path:
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"config file {path} not found: pass --config with an existing YAML file")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            reason = exc.__class__.__name__
-            raise UserError(f"config file {path} is not valid YAML ({reason}): fix its syntax") from None
-        if not isinstance(raw, dict):
-            raise UserError(f"config file {path} must hold a mapping of sections (data:, model:, ...)")
+    files = [paths] if isinstance(paths, str | Path) else list(paths or [])
+    for path in [Path(p) for p in files if str(p)]:  # "" stands for "no file": the defaults
+        merge(raw, read_yaml(path))
     for item in overrides:
         key, value = parse_override(item)
         set_dotted(raw, key, value)
     return config_from_dict(raw)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"config file {path} not found: pass --config with an existing YAML file")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"config file {path} is not valid YAML ({exc.__class__.__name__}): fix its syntax") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"config file {path} must hold a mapping of sections (data:, model:, ...)")
+    return raw
+
+
+def merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """Key by key: a later file changes the keys it names and keeps the others."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:
@@ -251,11 +285,13 @@ def validate(config: Config) -> None:
     for key in NON_NEGATIVE:
         if get_dotted(config, key) < 0:
             raise UserError(f"{key} must not be negative, got {get_dotted(config, key)}")
-    for key in ("model.dropout", "optim.label_smoothing"):
+    for key in ("model.dropout", "optim.label_smoothing", "train.ema_decay"):
         if not 0 <= get_dotted(config, key) < 1:
             raise UserError(f"{key} must be in [0, 1), got {get_dotted(config, key)}")
     if not 0 < config.optim.warmup_start_factor <= 1:
         raise UserError(f"optim.warmup_start_factor must be in (0, 1], got {config.optim.warmup_start_factor}")
+    if not 0 <= config.data.random_erasing <= 1:
+        raise UserError(f"data.random_erasing is a probability in [0, 1], got {config.data.random_erasing}")
     if not 0 < config.data.crop_scale_min <= 1 or not 0 < config.data.eval_crop_ratio <= 1:
         raise UserError("data.crop_scale_min and data.eval_crop_ratio must be in (0, 1]")
     workers = config.data.num_workers

@@ -38,15 +38,30 @@ def load_npy(path: str) -> np.ndarray:
     return array
 
 
+AUGMENT_POLICIES = {
+    "none": lambda: [],
+    "trivialaugment": lambda: [v2.TrivialAugmentWide()],
+    "randaugment": lambda: [v2.RandAugment()],
+    "autoaugment": lambda: [v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET)],
+}
+
+
 def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
-    """P1 + transforms v2: random crop and flip for training, a fixed crop for evaluation."""
+    """P1 + transforms v2: random crop, flip, policy and erasing for training, a fixed crop for evaluation.
+
+    Every random choice draws from torch's CPU generator, which ``SeededSamples``
+    seeds per sample: the policies compose with exact resume.
+    """
     size = cfg.image_size
     if train and cfg.augment:
+        erasing = [v2.RandomErasing(p=cfg.random_erasing)] if cfg.random_erasing > 0 else []
         steps: list[Any] = [
             v2.ToImage(),
             v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
             v2.RandomHorizontalFlip(),
+            *AUGMENT_POLICIES[cfg.auto_augment](),  # on uint8 images, as the policies were designed
             *extensions.extra_train_transforms(),  # yours
+            *erasing,  # last, as in torchvision's references: it erases what the rest produced
         ]
     else:
         steps = [
@@ -159,23 +174,37 @@ class ResumableSampler(DistributedSampler):
     """torch's DistributedSampler (order from seed + epoch, one shard per process) that can resume.
 
     It starts at an offset inside this process's shard, and yields
-    ``(epoch, index)``: because the order depends on nothing else, a resumed
-    run sees exactly the data order of an uninterrupted one, and the epoch
-    travels with each index so that ``SeededSamples`` can seed the sample's
-    augmentation in whichever worker process it lands.
+    ``(epoch, index, draw)``: because the order depends on nothing else, a
+    resumed run sees exactly the data order of an uninterrupted one, and the
+    epoch and draw travel with each index so that ``SeededSamples`` can seed
+    the sample's augmentation in whichever worker process it lands. With
+    ``weights`` (``data.sampler: balanced``) indices are drawn with
+    replacement, class-balanced; ``draw`` then tells two draws of one image
+    apart, so each gets its own augmentation. Without, ``draw`` is the index.
     """
 
-    def __init__(self, dataset: Dataset, seed: int, world: World | None = None) -> None:
+    def __init__(
+        self, dataset: Dataset, seed: int, world: World | None = None, weights: torch.Tensor | None = None
+    ) -> None:
         world = world or World()
         super().__init__(dataset, num_replicas=world.size, rank=world.rank, shuffle=True, seed=seed)
         self.start = 0
+        self.weights = weights
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         super().set_epoch(epoch)
         self.start = start
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:  # type: ignore[override]
-        return ((self.epoch, index) for index in list(super().__iter__())[self.start :])
+    def shard(self) -> list[tuple[int, int]]:
+        """This process's (index, draw) pairs of the epoch, from (seed, epoch) alone."""
+        if self.weights is None:
+            return [(index, index) for index in super().__iter__()]
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)  # as DistributedSampler seeds
+        drawn = torch.multinomial(self.weights, self.total_size, replacement=True, generator=generator).tolist()
+        return [(drawn[draw], draw) for draw in range(self.rank, self.total_size, self.num_replicas)]
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:  # type: ignore[override]
+        return ((self.epoch, index, draw) for index, draw in self.shard()[self.start :])
 
     def __len__(self) -> int:
         return self.num_samples - self.start
@@ -213,9 +242,9 @@ class SeededSamples(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
-    def __getitem__(self, key: tuple[int, int]) -> Any:
-        epoch, index = key
-        seed = sample_seed(self.seed, epoch, index)
+    def __getitem__(self, key: tuple[int, int, int]) -> Any:
+        epoch, index, draw = key
+        seed = sample_seed(self.seed, epoch, draw)
         python_state, numpy_state = random.getstate(), np.random.get_state()  # noqa: NPY002
         with torch.random.fork_rng(devices=[]):  # leave the caller's CPU generator as it was
             # The CPU generator alone: torch.manual_seed would also reseed every CUDA generator (and
@@ -228,6 +257,30 @@ class SeededSamples(Dataset):
             finally:
                 random.setstate(python_state)
                 np.random.set_state(numpy_state)  # noqa: NPY002
+
+
+def class_counts(dataset: Any) -> list[int]:
+    """Training images per class; a class left without images (``on_bad_file: skip``) is named."""
+    counts = torch.bincount(torch.as_tensor(dataset.targets), minlength=len(dataset.classes)).tolist()
+    empty = [name for name, count in zip(dataset.classes, counts, strict=True) if count == 0]
+    if empty:
+        raise UserError(
+            f"class {empty[0]!r} has no training images left: balanced classes need at least one per class; "
+            "add images or remove its folder"
+        )
+    return counts
+
+
+def balanced_class_weights(dataset: Any) -> torch.Tensor:
+    """Inverse-frequency weights, 1 on average over the images: N / (classes * count)."""
+    counts = torch.as_tensor(class_counts(dataset), dtype=torch.float32)
+    return counts.sum() / (len(counts) * counts)
+
+
+def sample_weights(dataset: Any) -> torch.Tensor:
+    """Each image's chance to be drawn, so that every class is drawn equally often."""
+    per_class = 1.0 / torch.as_tensor(class_counts(dataset), dtype=torch.float64)
+    return per_class[torch.as_tensor(dataset.targets)]
 
 
 def ignore_stop_signals(worker_id: int) -> None:
@@ -259,8 +312,9 @@ def build_loader(
     """
     world = world or World()
     workers = loader_workers(cfg.data.num_workers, world)
+    weights = sample_weights(dataset) if train and cfg.data.sampler == "balanced" else None
     sampler: Sampler = (
-        ResumableSampler(dataset, cfg.train.seed, world) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
+        ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
     )
     return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train else dataset,

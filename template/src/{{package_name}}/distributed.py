@@ -175,6 +175,15 @@ def wrap_model(
     return DataParallel(model, device_ids, autocast_dtype)
 
 
+def sync_batchnorm(model: nn.Module, world: World, device: torch.device) -> nn.Module:
+    """``train.sync_batchnorm``: batch-norm statistics over every process's batch, not each its own."""
+    if not world.distributed:
+        return model  # one process: its batch is the whole batch
+    if device.type != "cuda":
+        raise UserError("train.sync_batchnorm needs GPUs (PyTorch's SyncBatchNorm runs on CUDA only): set it false")
+    return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain model inside DataParallel, DDP and torch.compile wrappers (P7)."""
     while True:

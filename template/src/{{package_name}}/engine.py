@@ -6,6 +6,7 @@ Loss and accuracy are summed on the device; the host waits for the device
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
+from .config import TrainConfig
 from .device import Compute
 from .distributed import World, sum_across
 
@@ -38,17 +40,29 @@ def train_step(
     targets: torch.Tensor,
     parts: Optimization,
     compute: Compute,
-    grad_clip_norm: float = 0.0,
+    cfg: TrainConfig,
+    update: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward under autocast, backward through the scaler, clip, step; returns the loss and logits, detached.
+    """Forward under autocast, backward through the scaler; with ``update``, clip and take the optimizer step.
 
-    Nothing here waits for the device: no ``.item()`` (P5).
+    With ``train.accumulate_steps`` N, gradients of N batches add up (each
+    loss divided by N) and only the last one updates; DDP skips its
+    all-reduce on the others (``no_sync``). Returns the loss and logits,
+    detached; nothing here waits for the device (P5).
     """
-    with compute.autocast():
-        logits = model(images)
-        loss = parts.criterion(logits, targets)
-    parts.optimizer.zero_grad(set_to_none=True)
-    parts.scaler.scale(loss).backward()  # fp16: scaled so that small gradients survive; otherwise unchanged
+    with contextlib.nullcontext() if update or not hasattr(model, "no_sync") else model.no_sync():
+        with compute.autocast():
+            logits = model(images)
+            loss = parts.criterion(logits, targets)
+        scaled = loss / cfg.accumulate_steps if cfg.accumulate_steps > 1 else loss
+        parts.scaler.scale(scaled).backward()  # fp16: scaled so that small gradients survive; else unchanged
+    if update:
+        optimizer_step(model, parts, cfg.grad_clip_norm)
+    return loss.detach(), logits.detach()
+
+
+def optimizer_step(model: nn.Module, parts: Optimization, grad_clip_norm: float) -> None:
+    """Clip, step, advance the schedule, and clear the gradients for the next batches."""
     if grad_clip_norm > 0:
         parts.scaler.unscale_(parts.optimizer)  # clip the true gradients, not the scaled ones
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
@@ -62,7 +76,7 @@ def train_step(
             parts.scheduler.step()
     else:
         parts.scheduler.step()  # P12: the schedule advances per optimizer step
-    return loss.detach(), logits.detach()
+    parts.optimizer.zero_grad(set_to_none=True)
 
 
 @dataclass

@@ -30,13 +30,21 @@ class Loaded:
     classes: list[str]
     device: torch.device
     precision: str
+    weights_note: str = ""  # which weights were loaded: the moving average or the trained ones
 
 
-def load_trained(checkpoint: str | Path, config: str | Path | None = None, overrides: tuple[str, ...] = ()) -> Loaded:
+def load_trained(
+    checkpoint: str | Path,
+    config: str | Path | list[str] | None = None,
+    overrides: tuple[str, ...] = (),
+    raw_weights: bool = False,
+) -> Loaded:
     """The checkpoint's model in eval mode, on the configured device.
 
     Without ``--config`` the config stored in the checkpoint is used, with
-    any ``--set`` overrides on top.
+    any ``--set`` overrides on top. Where the checkpoint holds a moving
+    average of the weights (``train.ema_decay``), those are used, as training
+    evaluated them; ``raw_weights`` picks the trained ones.
     """
     state = read_checkpoint(checkpoint)
     cfg = load_config(config, overrides, base=None if config else state.get("config", {}))
@@ -45,9 +53,16 @@ def load_trained(checkpoint: str | Path, config: str | Path | None = None, overr
     configure_backends(device, cfg.train.deterministic)
     # The weights come from the checkpoint; a pretrained file need not exist any more.
     model = build_model(dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False), len(classes))
-    load_model_state(model, state["model"], checkpoint)
+    average = state.get("model_ema")
+    load_model_state(model, state["model"] if raw_weights or average is None else average, checkpoint)
+    if average is None:
+        note = ""  # trained weights, the only ones there are: nothing to say
+    elif raw_weights:
+        note = "weights: trained (--raw-weights), not their moving average"
+    else:
+        note = "weights: the moving average of training (train.ema_decay); --raw-weights uses the trained ones"
     model.to(device).eval()
-    return Loaded(model, cfg, classes, device, resolve_precision(cfg.train.precision, device))
+    return Loaded(model, cfg, classes, device, resolve_precision(cfg.train.precision, device), note)
 
 
 def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> dict[str, Any]:

@@ -8,6 +8,7 @@ index), a resumed run continues bit for bit where the interrupted one was.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sys
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 import yaml
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from .checkpoint import (
@@ -35,11 +37,23 @@ from .checkpoint import (
     set_rng_state,
 )
 from .config import Config
-from .data import build_datasets, build_loader
+from .data import balanced_class_weights, build_datasets, build_loader
 from .device import Compute, configure_backends, memory_format, nondeterminism_error, resolve_precision, select_device
-from .distributed import World, agreed, barrier, close_world, data_parallel_ids, init_world, sync_buffers, wrap_model
+from .distributed import (
+    World,
+    agreed,
+    barrier,
+    close_world,
+    data_parallel_ids,
+    init_world,
+    sync_batchnorm,
+    sync_buffers,
+    wrap_model,
+)
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .errors import UserError
+from .holdout import evaluate_test_split
+from .mixing import BatchMixer
 from .model import build_model
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
@@ -56,6 +70,7 @@ class Progress:
     epoch: int = 0  # completed epochs
     step: int = 0  # optimizer steps since the run began: the one step counter
     best_metric: float = -1.0  # the best val_acc so far, the one best.pt holds
+    bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
 
 
@@ -121,29 +136,48 @@ class Trainer:
         self.classes = list(train_set.classes)
         self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world)
-        self.steps_per_epoch = len(self.train_loader)
-
-        # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
-        # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
-        # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
-        self.model: nn.Module = build_model(cfg.model, len(self.classes)).to(device, memory_format=self.compute.layout)
-        compiled = torch.compile(self.model) if cfg.train.compile else self.model
-        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
-        self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
-        # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
-        self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
-        optimizer = build_optimizer(self.model, cfg.optim)
-        self.parts = Optimization(
-            optimizer,
-            build_scheduler(optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs),
-            torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
-            nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing),
-        )
+        self.batches_per_epoch = len(self.train_loader)
+        self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.train.accumulate_steps)  # optimizer steps
+        self.assemble(train_set)
         self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
         logs_to_board = cfg.train.tensorboard and self.world.is_main
         self.board = TensorBoardLog(self.out_dir, cfg.to_dict()) if logs_to_board else None
         self.grid_pending = self.world.is_main and not (self.out_dir / "train_batch.png").exists()
         self.curves_note: str | None = None
+
+    def assemble(self, train_set: Any) -> None:
+        """The model, its wrappers and average, and what an optimizer step needs (P9, P12, P14)."""
+        cfg, device = self.cfg, self.compute.device
+        model = build_model(cfg.model, len(self.classes))
+        if cfg.train.sync_batchnorm:
+            model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
+        # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
+        # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
+        # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
+        self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
+        compiled = torch.compile(self.model) if cfg.train.compile else self.model
+        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
+        self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
+        # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
+        self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
+        # train.ema_decay: a moving average of the weights, buffers included, updated after each step.
+        average = get_ema_multi_avg_fn(cfg.train.ema_decay)
+        self.ema = AveragedModel(self.model, multi_avg_fn=average, use_buffers=True) if cfg.train.ema_decay else None
+        self.mixer = BatchMixer(cfg.train, len(self.classes)) if BatchMixer.wanted(cfg.train) else None
+        weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
+        optimizer = build_optimizer(self.model, cfg.optim)
+        self.parts = Optimization(
+            optimizer,
+            build_scheduler(optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs),
+            torch.amp.GradScaler(device.type, enabled=self.compute.precision == "fp16"),
+            # P9: the class weights are a buffer of the loss: moved by .to(), saved in its state_dict.
+            nn.CrossEntropyLoss(weight=weights, label_smoothing=cfg.optim.label_smoothing).to(device),
+        )
+
+    @property
+    def evaluated(self) -> nn.Module:
+        """What validation measures, best.pt is chosen by and inference uses: the average when there is one."""
+        return self.ema.module if self.ema is not None else self.model
 
     def say(self, message: str) -> None:
         if self.world.is_main:
@@ -161,17 +195,30 @@ class Trainer:
         self.parts.optimizer.load_state_dict(state["optimizer"])
         self.parts.scheduler.load_state_dict(state["scheduler"])
         reshaped = sync_lr_to_schedule(self.parts.scheduler, state.get("config", {}), self.cfg)
-        scaler_note = load_scaler_state(self.parts.scaler, state["scaler"])
-        if scaler_note:
-            self.say(f"note: {scaler_note}")
+        for note in (load_scaler_state(self.parts.scaler, state["scaler"]), self.restore_extras(state)):
+            if note:
+                self.say(f"note: {note}")
         totals = self.unfinished_epoch(path, state)
-        progress = Progress(state["epoch"], state["global_step"], state["best_metric"], totals)
+        progress = Progress(state["epoch"], state["global_step"], state["best_metric"], state.get("bad_epochs", 0))
+        progress.totals = totals
         set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
         if self.world.is_main and progress.epoch < self.cfg.train.epochs:
-            self.metrics.mark_resume(progress.epoch + (totals.batches / self.steps_per_epoch if totals else 0.0))
+            self.metrics.mark_resume(progress.epoch + (totals.batches / self.batches_per_epoch if totals else 0.0))
         return progress
+
+    def restore_extras(self, state: dict[str, Any]) -> str | None:
+        """The weights' average and the loss's class weights; a note when the average starts fresh."""
+        if state.get("criterion"):
+            self.parts.criterion.load_state_dict(state["criterion"])
+        if self.ema is None:
+            return None
+        if state.get("model_ema") is None:
+            return "the checkpoint has no average of the weights: train.ema_decay starts it from these weights"
+        load_model_state(self.ema.module, state["model_ema"], "model_ema")
+        self.ema.n_averaged.fill_(state["model_ema_updates"])  # the first update copies, the later ones average
+        return None
 
     def start_fresh(self, resume: str | None) -> None:
         if (self.out_dir / "last.pt").exists() and resume != "auto":
@@ -201,7 +248,7 @@ class Trainer:
         """This process's running sums from a mid-epoch checkpoint; None when it was written at an epoch's end."""
         if not state.get("epoch_totals"):
             return None
-        layout, here = state["epoch_totals"].get("layout", {}), self.layout_of_epoch()
+        layout, here = {"accumulate_steps": 1, **state["epoch_totals"].get("layout", {})}, self.layout_of_epoch()
         if layout != here:
             raise UserError(
                 f"{path} stopped inside an epoch with {layout}, this run has {here}: resume with the same "
@@ -210,8 +257,12 @@ class Trainer:
         return EpochTotals.from_state(state["epoch_totals"]["per_process"][self.world.rank], self.device)
 
     def layout_of_epoch(self) -> dict[str, int]:
-        """What a mid-epoch position means: batches of this size, in shards for this many processes."""
-        return {"batch_size": self.cfg.data.batch_size, "processes": self.world.size}
+        """What a mid-epoch position means: batches of this size, in shards for this many processes, N to a step."""
+        return {
+            "batch_size": self.cfg.data.batch_size,
+            "processes": self.world.size,
+            "accumulate_steps": self.cfg.train.accumulate_steps,
+        }
 
     def save(self, progress: Progress, is_best: bool = False) -> Path:
         """Every process takes part (a mid-epoch file holds each one's running sums); the main process writes."""
@@ -229,6 +280,10 @@ class Trainer:
             "global_step": progress.step,
             "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
             "best_metric": progress.best_metric,
+            "bad_epochs": progress.bad_epochs,
+            "model_ema": self.ema.module.state_dict() if self.ema is not None else None,
+            "model_ema_updates": int(self.ema.n_averaged) if self.ema is not None else 0,
+            "criterion": self.parts.criterion.state_dict(),
             "rng": rng_state(self.cuda_ids),
             "classes": self.classes,
             "config": self.cfg.to_dict(),
@@ -244,67 +299,88 @@ class Trainer:
             ) from None
         return last
 
-    def stop_agreed(self, stop: GracefulStop, batches: int | None = None) -> bool:
+    def stop_agreed(self, stop: GracefulStop, step: int | None = None) -> bool:
         """All processes must stop at the same step, or the others would wait forever.
 
         Under DDP agreeing is a collective and a host sync, so inside an epoch
-        (``batches`` given) it is asked at the logging interval only (P5); one
+        (``step`` given) it is asked at the logging interval only (P5); one
         process reads its own flag at every step.
         """
         if not self.world.distributed:
             return stop.requested
-        if batches is not None and batches % self.cfg.train.log_every:
+        if step is not None and step % self.cfg.train.log_every:
             return False
         return agreed(stop.requested, self.world, self.device)
 
     def stopped(self, stop: GracefulStop, path: Path, progress: Progress) -> Preempted:
         barrier(self.world)  # the others wait until the main process has written the checkpoint
-        within = progress.totals.batches if progress.totals is not None else self.steps_per_epoch
+        within = progress.totals.batches if progress.totals is not None else self.batches_per_epoch
         epoch = progress.epoch + 1 if progress.totals is not None else progress.epoch
         return Preempted(stop.signal_name or "a stop request", path, epoch, within)
 
     def fit(self, progress: Progress, stop: GracefulStop, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
-        """Train until ``train.epochs``; checkpoints and stops are decided here, at step boundaries."""
+        """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
         cfg, row = self.cfg, {}
-        every, clip = cfg.train.checkpoint_every_steps, cfg.train.grad_clip_norm
-        self.begin_run(progress)
+        every, accumulate = cfg.train.checkpoint_every_steps, cfg.train.accumulate_steps
+        if self.begin_run(progress):
+            return row
         while progress.epoch < cfg.train.epochs:
-            totals = progress.totals = progress.totals or EpochTotals.zeros(self.device)
+            epoch, totals = progress.epoch + 1, progress.totals or EpochTotals.zeros(self.device)
+            progress.totals = totals
             # A resumed epoch skips, in this process's shard, the batches trained before the interruption.
-            self.train_loader.sampler.set_epoch(progress.epoch + 1, start=totals.batches * cfg.data.batch_size)  # type: ignore[attr-defined]
+            self.train_loader.sampler.set_epoch(epoch, start=totals.batches * cfg.data.batch_size)  # type: ignore[attr-defined]
             self.wrapped.train()  # P11
             started, seen_before = time.perf_counter(), totals.seen
-            bar = tqdm(self.train_loader, f"epoch {progress.epoch + 1}", disable=not self.progress_bars, leave=False)
+            bar = tqdm(self.train_loader, f"epoch {epoch}", disable=not self.progress_bars, leave=False)
             for images, targets in bar:
                 images, targets = self.compute.batch(images, targets)
-                loss, logits = train_step(self.wrapped, images, targets, self.parts, self.compute, clip)
-                totals.add(loss, logits, targets)
+                inputs, labels = self.mixer(images, targets, epoch, totals.batches) if self.mixer else (images, targets)
+                last = totals.batches + 1 == self.batches_per_epoch
+                update = last or (totals.batches + 1) % accumulate == 0  # the optimizer steps after N batches
+                loss, logits = train_step(self.wrapped, inputs, labels, self.parts, self.compute, cfg.train, update)
+                totals.add(loss, logits, targets)  # accuracy against the hard labels, also when mixing
+                if not update:
+                    continue  # gradients add up; checkpoints and stops wait for the optimizer step
                 progress.step += 1
+                if self.ema is not None:
+                    self.ema.update_parameters(self.model)
                 if self.grid_pending:
-                    self.save_grid(images, targets)
-                if totals.batches % cfg.train.log_every == 0:  # P5: the only host sync inside the epoch
-                    lr = self.parts.scheduler.get_last_lr()[-1]
-                    bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{lr:.2e}")
-                unfinished = totals.batches < self.steps_per_epoch  # after the last batch, the epoch's end decides
-                if unfinished and self.stop_agreed(stop, totals.batches):
+                    self.save_grid(inputs, targets)  # what the model sees (mixed, when mixing), hard labels
+                if progress.step % cfg.train.log_every == 0:  # P5: the only host sync inside the epoch
+                    bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")
+                if not last and self.stop_agreed(stop, progress.step):  # the epoch's end decides after its last
                     raise self.stopped(stop, self.save(progress), progress)
-                if unfinished and every and progress.step % every == 0:
+                if not last and every and progress.step % every == 0:
                     self.save(progress)
-            progress.epoch, progress.totals = progress.epoch + 1, None
+            progress.epoch, progress.totals = epoch, None
             row = self.end_epoch(progress, totals, time.perf_counter() - started, totals.seen - seen_before)
-            if epoch_end is not None and epoch_end(row):
+            if "stop_reason" in row or (epoch_end is not None and epoch_end(row)):
                 break
             if progress.epoch < cfg.train.epochs and self.stop_agreed(stop):
                 raise self.stopped(stop, self.out_dir / "last.pt", progress)
-        if not row:
-            self.say(f"nothing to do: {self.out_dir / 'last.pt'} already finished {progress.epoch} epochs")
         barrier(self.world)
         return row
 
-    def begin_run(self, progress: Progress) -> None:
+    def last_lr(self) -> float:
+        return self.parts.scheduler.get_last_lr()[-1]  # the head's group: the lr that optim.lr sets
+
+    def begin_run(self, progress: Progress) -> bool:
+        """True when there is nothing to train: the run is finished, or early stopping ended it."""
+        ended = self.early_stop_reason(progress)
+        if ended or progress.epoch >= self.cfg.train.epochs:
+            why = f"already stopped: {ended}" if ended else f"already finished {progress.epoch} epochs"
+            self.say(f"nothing to do: {self.out_dir / 'last.pt'} {why}")
+            return True
         if self.world.is_main:
             self.metrics.truncate_after(progress.epoch)  # rows of epochs this run will train again
             (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
+        return False
+
+    def early_stop_reason(self, progress: Progress) -> str | None:
+        patience, delta = self.cfg.train.early_stopping_patience, self.cfg.train.early_stopping_min_delta
+        if not patience or progress.bad_epochs < patience:
+            return None
+        return f"early stopping: val_acc has not risen by more than {delta} for {patience} epochs"
 
     def save_grid(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         """P15: the first batch as the model sees it, each image labelled with its class, once per run folder."""
@@ -315,20 +391,24 @@ class Trainer:
 
     def end_epoch(self, progress: Progress, totals: EpochTotals, seconds: float, seen: int) -> dict[str, Any]:
         """Validate, then write the checkpoint, the metrics row and the pictures; returns the row."""
-        sync_buffers(self.model, self.world)  # evaluate what the checkpoint will hold
-        val = evaluate(self.model, self.val_loader, self.compute, len(self.classes), world=self.world)
+        sync_buffers(self.evaluated, self.world)  # rank 0's batch-norm statistics: what the checkpoint will hold
+        val = evaluate(self.evaluated, self.val_loader, self.compute, len(self.classes), world=self.world)
         row = {
             "epoch": progress.epoch,
             "global_step": progress.step,
             **totals.summed(self.world).means(),
             "val_loss": val["val_loss"],
             "val_acc": val["val_acc"],
-            "lr": self.parts.scheduler.get_last_lr()[-1],
+            "lr": self.last_lr(),
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
         }
         is_best = val["val_acc"] > progress.best_metric
+        improved = val["val_acc"] > progress.best_metric + self.cfg.train.early_stopping_min_delta
+        progress.bad_epochs = 0 if improved else progress.bad_epochs + 1
         progress.best_metric = max(progress.best_metric, val["val_acc"])
+        if self.early_stop_reason(progress):
+            row["stop_reason"] = self.early_stop_reason(progress)
         self.save(progress, is_best=is_best)
         if self.world.is_main:
             self.report(row)
@@ -368,7 +448,11 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         trainer = Trainer(cfg, world)
         progress = trainer.restore(resume)
         with GracefulStop() as stop:
-            return trainer.fit(progress, stop, epoch_end)
+            row = trainer.fit(progress, stop, epoch_end)
+        finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
+        if finished and world.is_main:
+            evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
+        return row
     except RuntimeError as error:
         explained = nondeterminism_error(error)  # an op with no deterministic kernel, in deterministic mode
         if explained is None:
