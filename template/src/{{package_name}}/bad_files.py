@@ -8,6 +8,7 @@ leaves out those that cannot be read, listing them.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,16 @@ from tqdm import tqdm
 
 from .errors import UserError
 
-READ_ERRORS = (OSError, UnidentifiedImageError, ValueError, SyntaxError)
+# DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the
+# mark of a file made to exhaust memory; the warning Pillow gives below twice the limit is raised as an error.
+READ_ERRORS = (
+    OSError,
+    UnidentifiedImageError,
+    ValueError,
+    SyntaxError,
+    Image.DecompressionBombError,
+    Image.DecompressionBombWarning,
+)
 SHOWN = 5
 
 
@@ -31,7 +41,9 @@ def checked(loader: Callable[[str], Any]) -> Callable[[str], Any]:
 
     def load(path: str) -> Any:
         try:
-            return loader(path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                return loader(path)
         except READ_ERRORS as exc:
             raise BadFileError(
                 f"{path} cannot be read ({reason(exc, path)}): replace or remove it, or set data.on_bad_file=skip"
@@ -60,8 +72,10 @@ def check_headers(dataset: datasets.DatasetFolder, progress: bool) -> None:
     bad = []
     for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
         try:
-            with Image.open(path):
-                pass
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(path):
+                    pass
         except READ_ERRORS as exc:
             bad.append(f"{path} ({reason(exc, path)})")
     if bad:
@@ -69,6 +83,27 @@ def check_headers(dataset: datasets.DatasetFolder, progress: bool) -> None:
             f"{len(bad)} file(s) in {dataset.root} cannot be read as images: {listing(bad)}; "
             "replace or remove them, or set data.on_bad_file=skip to leave them out"
         )
+
+
+def check_link_loops(root: Path) -> None:
+    """Name a symbolic link that points back to a folder above it: a walk that follows links would not end."""
+
+    def visit(folder: str, above: frozenset[tuple[int, int]]) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=True):
+                    continue
+                info = entry.stat(follow_symlinks=True)
+                key = (info.st_dev, info.st_ino)
+                if key in above:
+                    raise UserError(
+                        f"{entry.path} is a symbolic link back to {os.path.realpath(entry.path)}, a folder that "
+                        "holds it: the data folder would never end; remove the link"
+                    )
+                visit(entry.path, above | {key})
+
+    info = root.stat()
+    visit(str(root), frozenset({(info.st_dev, info.st_ino)}))
 
 
 def stray_files(root: Path, extensions: tuple[str, ...]) -> list[Path]:

@@ -50,6 +50,7 @@ class MemoryCache(Dataset):
         self.classes = folder.classes
         self.class_to_idx = folder.class_to_idx
         self.root = folder.root
+        self.samples = list(folder.samples)  # the files behind the images: provenance fingerprints them
 
     def __len__(self) -> int:
         return len(self.images)

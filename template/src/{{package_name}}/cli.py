@@ -8,6 +8,7 @@ next step and exits with status 75 (resume with ``--resume auto``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
         cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
         row = train(cfg, resume=args.resume)
-        if row:
+        if row and os.environ.get("RANK", "0") == "0":  # under torchrun, one process speaks for the run
             ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
             print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
         return 0
@@ -130,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
         result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
         print(format_report(result))
         from .evaluation_report import default_confusion_path, report_extras
+        from .provenance import one_line as provenance_line
+
+        print(provenance_line(loaded.provenance))
 
         picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
         print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
@@ -186,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        rank = f"rank {os.environ['RANK']}: " if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
+        print(f"error: {rank}{one_line(exc)}", file=sys.stderr)  # under torchrun: which process says it
         return 2
     except Preempted as stop:
         print(stop, file=sys.stderr)

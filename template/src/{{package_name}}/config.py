@@ -96,6 +96,7 @@ class TrainConfig:
     early_stopping_patience: int = 0  # stop after this many epochs without val_acc improving; 0 never stops
     early_stopping_min_delta: float = 0.0  # the least rise of val_acc that counts as improving
     sync_batchnorm: bool = False  # under DDP on GPUs: batch-norm statistics over every process's batch
+    collective_timeout: float = 300.0  # seconds a process waits for the others at a collective before it gives up
 
 
 @dataclass
@@ -133,6 +134,7 @@ POSITIVE = (
     "train.epochs",
     "train.log_every",
     "train.accumulate_steps",
+    "train.collective_timeout",
 )
 NON_NEGATIVE = (
     "optim.momentum",

@@ -20,7 +20,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
-from .bad_files import check_headers, check_strays, checked, drop_unreadable, extension_list
+from .bad_files import check_headers, check_link_loops, check_strays, checked, drop_unreadable, extension_list
 from .cache import MemoryCache
 from .config import Config, DataConfig
 from .distributed import World
@@ -81,6 +81,7 @@ def folder_dataset(
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
+    check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
     check_class_folders(root, extensions, allow_empty)
     check_strays(root, extensions, cfg.on_bad_file)
     loader = checked(load_npy if npy else datasets.folder.default_loader)
@@ -128,6 +129,11 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
     check_data_root(root)
     train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress)
     val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, progress=progress)
+    if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
+        raise UserError(
+            f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
+            f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
+        )
     align_classes(val_set, train_set.class_to_idx)
     if cfg.data.cache == "memory":
         return MemoryCache(train_set, cfg.data, progress), MemoryCache(val_set, cfg.data, progress)  # type: ignore[return-value]
@@ -138,6 +144,8 @@ def check_data_root(root: Path) -> None:
     """data.root holds train/ and val/; the fix named depends on what the user pointed at."""
     sample = root == Path(DataConfig.root)  # only the default sample path is made by sample-data
     make_sample = f", or make the sample data with `sample-data {root}`" if sample else ""
+    if root.is_file():
+        raise UserError(f"data.root {root} is a file, not a folder: point it at the folder that holds train/ and val/")
     if not root.is_dir():
         raise UserError(
             f"data.root {root} does not exist: point it at the folder that holds train/ and val/ "

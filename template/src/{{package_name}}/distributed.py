@@ -5,7 +5,9 @@ Device, precision and backend flags are device.py's.
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +39,7 @@ class World:
         return self.size > 1
 
 
-def init_world(parallel: str, device: str = "auto") -> World:
+def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> World:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1).
 
     The backend follows the training device that ``train.device`` resolves
@@ -67,8 +69,31 @@ def init_world(parallel: str, device: str = "auto") -> World:
         on_gpu = select_device(device, world.local_rank).type == "cuda"  # one-line errors for a missing GPU
         if on_gpu:
             torch.cuda.set_device(world.local_rank)  # before NCCL starts, so each rank talks from its own GPU
-        dist.init_process_group("nccl" if on_gpu else "gloo")
+        # A process that waits longer than this at a collective (a rank died or hangs) raises instead of
+        # waiting forever; train() turns that into one line naming this rank.
+        wait = datetime.timedelta(seconds=timeout)
+        store, rank, size = next(dist.rendezvous("env://", timeout=wait))
+        # After torchrun --max-restarts restarts the workers, the store can still hold the addresses the dead
+        # attempt published, and the new process group would dial them (pytorch/pytorch#167288): one key
+        # space per attempt.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
+        dist.init_process_group("nccl" if on_gpu else "gloo", store=store, rank=rank, world_size=size, timeout=wait)
     return world
+
+
+def collective_failure(error: BaseException, world: World) -> UserError | None:
+    """One line for a collective that failed because another process died, failed or hung; else None."""
+    text = str(error)
+    if not world.distributed or not (isinstance(error, dist.DistError) or "gloo" in text or "NCCL" in text):
+        return None
+    first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    cause = re.sub(r"^\[[^\]]*\]\s*", "", first.strip())  # gloo prefixes its source file and line
+    cause = cause.split(". ")[0].rstrip(".")  # the cause; gloo's advice after it says what this message says
+    return UserError(
+        f"lost the other processes at a collective ({cause}): another rank failed or hangs, see its error; "
+        "continue with --resume auto once the cause is fixed"
+    )
 
 
 def close_world(world: World) -> None:

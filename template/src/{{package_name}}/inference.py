@@ -31,6 +31,7 @@ class Loaded:
     device: torch.device
     precision: str
     weights_note: str = ""  # which weights were loaded: the moving average or the trained ones
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)  # where the checkpoint came from
 
 
 def load_trained(
@@ -62,7 +63,8 @@ def load_trained(
     else:
         note = "weights: the moving average of training (train.ema_decay); --raw-weights uses the trained ones"
     model.to(device).eval()
-    return Loaded(model, cfg, classes, device, resolve_precision(cfg.train.precision, device), note)
+    precision = resolve_precision(cfg.train.precision, device)
+    return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 
 def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .checkpoint import (
     load_matching,
     load_model_state,
     load_scaler_state,
+    read_checkpoint,
     rng_state,
     save_run_checkpoint,
     set_rng_state,
@@ -44,6 +45,7 @@ from .distributed import (
     agreed,
     barrier,
     close_world,
+    collective_failure,
     data_parallel_ids,
     init_world,
     sync_batchnorm,
@@ -57,7 +59,9 @@ from .mixing import BatchMixer
 from .model import build_model
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
+from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
+from .run_lock import RunLock
 from .tensorboard_log import TensorBoardLog
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
@@ -131,8 +135,11 @@ class Trainer:
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         train_set, val_set = build_datasets(cfg, self.progress_bars)
+        self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             prepare_out_dir(self.out_dir)
+            self.lock.acquire()  # one run per out_dir, released by the kernel however this process ends
+        self.provenance = provenance(train_set, val_set)
         self.classes = list(train_set.classes)
         self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world)
@@ -195,7 +202,12 @@ class Trainer:
         self.parts.optimizer.load_state_dict(state["optimizer"])
         self.parts.scheduler.load_state_dict(state["scheduler"])
         reshaped = sync_lr_to_schedule(self.parts.scheduler, state.get("config", {}), self.cfg)
-        for note in (load_scaler_state(self.parts.scaler, state["scaler"]), self.restore_extras(state)):
+        notes = (
+            load_scaler_state(self.parts.scaler, state["scaler"]),
+            self.restore_extras(state),
+            self.data_note(state),
+        )
+        for note in notes:
             if note:
                 self.say(f"note: {note}")
         totals = self.unfinished_epoch(path, state)
@@ -219,6 +231,15 @@ class Trainer:
         load_model_state(self.ema.module, state["model_ema"], "model_ema")
         self.ema.n_averaged.fill_(state["model_ema_updates"])  # the first update copies, the later ones average
         return None
+
+    def data_note(self, state: dict[str, Any]) -> str | None:
+        """Exact resume needs the same files: say what changed since the checkpoint (a warning, not a refusal)."""
+        changed = data_changes(state.get("provenance", {}).get("data", {}), self.provenance["data"])
+        return (
+            f"the data changed since the checkpoint ({changed}): the run goes on, no longer exactly"
+            if changed
+            else None
+        )
 
     def start_fresh(self, resume: str | None) -> None:
         if (self.out_dir / "last.pt").exists() and resume != "auto":
@@ -287,6 +308,8 @@ class Trainer:
             "rng": rng_state(self.cuda_ids),
             "classes": self.classes,
             "config": self.cfg.to_dict(),
+            "provenance": self.provenance,
+            "job": os.environ.get("TORCHELASTIC_RUN_ID"),  # torchrun's job: a restart resumes only its own files
         }
         try:
             save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
@@ -432,6 +455,25 @@ class Trainer:
     def close(self) -> None:
         if self.board is not None:
             self.board.close()
+        self.lock.release()
+
+
+def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
+    """Under ``torchrun --max-restarts``, restarted workers continue this job's newest checkpoint by themselves.
+
+    Only a checkpoint this job wrote (its ``TORCHELASTIC_RUN_ID``): another run's
+    last.pt in the folder is refused as on a first start.
+    """
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if resume is not None or not restarts or not (out_dir / "last.pt").is_file():
+        return resume
+    try:
+        ours = read_checkpoint(out_dir / "last.pt").get("job") == os.environ.get("TORCHELASTIC_RUN_ID")
+    except UserError:
+        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
+    if ours and world.is_main:
+        print(f"torchrun restarted the workers (restart {restarts}): resuming from {out_dir}", flush=True)
+    return "auto" if ours else None
 
 
 def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
@@ -442,8 +484,9 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
     resumable later. Raises ``Preempted`` after checkpointing when SIGTERM or
     SIGINT arrives.
     """
-    world = init_world(cfg.train.parallel, cfg.train.device)
+    world = init_world(cfg.train.parallel, cfg.train.device, cfg.train.collective_timeout)
     trainer: Trainer | None = None
+    resume = resume_after_restart(resume, Path(cfg.train.out_dir), world)
     try:
         trainer = Trainer(cfg, world)
         progress = trainer.restore(resume)
@@ -454,7 +497,8 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
             evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
         return row
     except RuntimeError as error:
-        explained = nondeterminism_error(error)  # an op with no deterministic kernel, in deterministic mode
+        # An op with no deterministic kernel in deterministic mode, or another process lost: one line each.
+        explained = nondeterminism_error(error) or collective_failure(error, world)
         if explained is None:
             raise
         raise explained from None
