@@ -1,22 +1,26 @@
 """The ``torch-scaffold`` command: new, update and status around copier.
 
 Each subcommand lives in its own module; this one only parses arguments and
-turns the errors a user can fix into one line on stderr and exit status 1.
+turns the errors a user can fix (ours, and copier's) into one line on stderr
+and exit status 1. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+import copier
 from copier.errors import CopierError
 
 from . import __version__
-from .project import ProjectError
+from .project import ProjectError, UsageError
 
 TEMPLATE_ROOT = Path(__file__).resolve().parents[1]
+COPIER_ROOT = Path(copier.__file__).resolve().parent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     update = commands.add_parser("update", help="bring a project to the newest template version (copier update)")
     update.add_argument("dest", type=Path)
     update.add_argument("--vcs-ref", help="template version to update to (default: the newest tag)")
+    update.add_argument(
+        "-d", "--data", action="append", default=[], metavar="KEY=VALUE", help="change an answer: ci_workflow=false"
+    )
 
-    status = commands.add_parser("status", help="template version, newest version, and template files changed locally")
-    status.add_argument("dest", type=Path)
+    status = commands.add_parser(
+        "status",
+        help="template version, newest version and template files changed locally; exit 1 when a project is behind",
+    )
+    status.add_argument("dests", nargs="+", type=Path, metavar="DEST", help="one project, or several (a table)")
     check = commands.add_parser("check", help="report the practices' anti-patterns (TSC) and torchfix's rules (TOR)")
     check.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH", help="files or folders")
     return parser
@@ -63,14 +73,18 @@ def run(args: argparse.Namespace) -> int:
         defaults = args.defaults or not sys.stdin.isatty()
         return create(args.dest, args.template, parse_data(args.data), args.vcs_ref, defaults)
     if args.command == "update":
+        from .create import parse_data
         from .upgrade import update
 
-        return update(args.dest, args.vcs_ref)
+        return update(args.dest, args.vcs_ref, parse_data(args.data))
     if args.command == "status":
-        from .drift import report, status
+        from .drift import fleet, report, status
 
-        print(report(status(args.dest)))
-        return 0
+        if len(args.dests) > 1:
+            return fleet(args.dests)
+        result = status(args.dests[0])
+        print(report(result))
+        return 1 if result.behind else 0
     if args.command == "check":
         from .check import run_check
 
@@ -86,7 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return run(args)
-    except (ProjectError, CopierError, ValueError) as exc:  # ValueError: copier's answer validation
+    except (ProjectError, UsageError, CopierError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not isinstance(exc, CopierError) and not raised_by_copier(exc):
+            raise  # our own bug: the traceback is what a maintainer needs
         message = " ".join(str(exc).split())
         print(f"torch-scaffold {args.command}: {message}", file=sys.stderr)
         return 1
+
+
+def raised_by_copier(exc: BaseException) -> bool:
+    """Whether copier's own code raised ``exc``.
+
+    copier 9 reports a bad answer (a validator's message, a value outside
+    ``choices``, a required question without an answer, a value that does not
+    cast to the question's type) as a plain ``ValueError``, not a
+    ``CopierError``; the innermost frame of the traceback tells it from a
+    ``ValueError`` of ours, which must keep its traceback.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(COPIER_ROOT)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from copier import run_copy
 
-from .project import local_template, read_project
+from .project import UsageError, local_template, read_project
 
 
 def create(dest: Path, template: str, data: dict[str, str], vcs_ref: str | None, defaults: bool) -> int:
@@ -36,6 +36,6 @@ def parse_data(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"-d {item!r} is malformed: write -d KEY=VALUE, e.g. -d model=resnet18")
+            raise UsageError(f"-d {item!r} is malformed: write -d KEY=VALUE, e.g. -d model=resnet18")
         data[key] = value
     return data

@@ -25,6 +25,10 @@ class ProjectError(Exception):
     """A problem the user fixes in the project folder; the message says how."""
 
 
+class UsageError(Exception):
+    """A command line the user retypes (a malformed ``-d``); the message says how."""
+
+
 @dataclass(frozen=True)
 class Project:
     root: Path

@@ -1,6 +1,9 @@
 """The generated project's CI: an optional GitHub Actions workflow (copier question ci_workflow) and pre-commit."""
 
+import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,58 @@ def test_pre_commit_runs_the_practices_check_of_the_same_template_version(projec
     assert "v1" in git(template_repo, "tag").split()
     hook_ids = [hook["id"] for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())]
     assert "torch-scaffold-check" in hook_ids  # the hook the project names exists in this repository
+
+
+MARKED = "batch_size: 32\n<<<<<<< before updating\n  lr: 0.1\n=======\n  lr: 0.2\n>>>>>>> after updating\n"
+LOOK_ALIKES = "Title\n=======\n\n    <<<<<<<<<< not a marker\n`<<<<<<< before updating` quoted in prose\n"
+
+
+def conflict_hook(project: Path) -> dict:
+    config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
+    (local,) = [repo for repo in config["repos"] if repo["repo"] == "local"]
+    (hook,) = [hook for hook in local["hooks"] if hook["id"] == "no-conflict-markers"]
+    return hook
+
+
+def pygrep(entry: str, text: str) -> list[int]:
+    """The lines pre-commit's ``language: pygrep`` reports: ``re.search`` of the entry on each line."""
+    pattern = re.compile(entry.encode())
+    return [number for number, line in enumerate(text.encode().splitlines(keepends=True), 1) if pattern.search(line)]
+
+
+def test_pre_commit_refuses_conflict_markers_without_a_download(project: Path) -> None:
+    """A local pygrep hook, since check-merge-conflict only looks during a git merge and copier's are not."""
+    hook = conflict_hook(project)
+    assert hook["language"] == "pygrep" and hook["types"] == ["text"]
+    assert pygrep(hook["entry"], MARKED) == [2, 6]
+    assert pygrep(hook["entry"], LOOK_ALIKES) == []
+    clean = [p for p in project.rglob("*") if p.is_file() and ".git" not in p.parts]
+    assert [str(p) for p in clean if pygrep(hook["entry"], p.read_text(errors="replace"))] == []
+
+
+def conflict_step(project: Path) -> str:
+    (step,) = [step for step in steps(project) if "conflict markers" in step.get("name", "")]
+    return step["run"]
+
+
+def test_ci_fails_on_conflict_markers_before_installing_anything(project: Path, tmp_path: Path) -> None:
+    """The step's own script, run by bash in a git clone of the project, clean and then with markers."""
+    names = [step.get("name", step.get("uses", "")) for step in steps(project)]
+    assert names.index(next(n for n in names if "conflict markers" in n)) < names.index("actions/setup-python@v5")
+    clone = tmp_path / "clone"
+    shutil.copytree(project, clone, ignore=shutil.ignore_patterns(".git"))
+    git(clone, "init", "--quiet", "--initial-branch=main")
+    git(clone, "add", "-A")
+    script = conflict_step(project)
+    clean = subprocess.run(["bash", "-e", "-c", script], cwd=clone, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    (clone / "configs" / "default.yaml").write_text(MARKED)
+    (clone / "notes.md").write_text(LOOK_ALIKES)
+    git(clone, "add", "-A")
+    marked = subprocess.run(["bash", "-e", "-c", script], cwd=clone, capture_output=True, text=True)
+    assert marked.returncode == 1
+    assert marked.stdout.splitlines() == [
+        "configs/default.yaml:2:<<<<<<< before updating",
+        "configs/default.yaml:6:>>>>>>> after updating",
+    ]
+    assert "Resolve the conflict markers above" in marked.stderr

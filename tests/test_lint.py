@@ -238,3 +238,79 @@ def test_torch_scaffold_check_command(planted: Path, project: Path) -> None:
     clean = subprocess.run([str(BIN / "torch-scaffold"), "check", str(project)], capture_output=True, text=True)
     assert clean.returncode == 0, clean.stdout
     assert "no findings" in clean.stdout
+
+
+def module(body: str, imports: str = "") -> str:
+    """``body`` as the ``__init__`` of an nn.Module subclass."""
+    lines = "".join(f"        {line}\n" for line in body.splitlines())
+    return f"{imports}class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n{lines}"
+
+
+# Shapes real code gives the mistakes: each must be reported with exactly these codes.
+BAD_VARIANTS = {
+    "expression": (module("self.scale = torch.ones(1) * 2"), ["TSC107"]),
+    "reflected expression": (module("self.shift = -(2 * torch.ones(1))"), ["TSC107"]),
+    "alias": (module("self.scale = T.ones(1)", "import torch as T\n"), ["TSC107"]),
+    "imported factory": (module("self.scale = ones(1) + 1", "from torch import ones\n"), ["TSC107"]),
+    "method chain": (module("self.pos = torch.arange(3).float().view(1, -1)"), ["TSC107"]),
+    "torch function": (module("self.log_scale = torch.log(torch.full((1,), 2.0))"), ["TSC107"]),
+    "through a local": (module("w = torch.linspace(0, 1, 5)\nself.w = w[None] / w.sum()"), ["TSC107"]),
+    "appended list": (
+        module("self.blocks = []\nfor _ in range(3):\n    self.blocks.append(nn.Linear(8, 8))"),
+        ["TSC106"],
+    ),
+    "list(...)": (module("self.blocks = list()\nself.blocks.extend([nn.Linear(8, 8)])"), ["TSC106"]),
+    "list times n": (module("self.blocks = [nn.Linear(8, 8)] * 3"), ["TSC106"]),
+    "aliased layer": (module("self.blocks = [tnn.Linear(8, 8)]", "import torch.nn as tnn\n"), ["TSC106"]),
+    "dict of modules": (module('self.heads = {"a": nn.Linear(8, 1), "b": nn.Linear(8, 2)}'), ["TSC106"]),
+    "dict comprehension": (module("self.heads = {k: nn.Linear(8, 1) for k in 'ab'}"), ["TSC106"]),
+    "dict(...)": (module("self.heads = dict(a=nn.Linear(8, 1))"), ["TSC106"]),
+    "filled dict": (module('self.heads = {}\nself.heads["a"] = nn.Linear(8, 1)'), ["TSC106"]),
+    "updated dict": (module('self.heads = dict()\nself.heads.update({"a": nn.Linear(8, 1)})'), ["TSC106"]),
+    "tensor .data": ("def f(w):\n    return (w * 2).data\n", ["TSC101"]),
+}
+
+# Correct code that looks like the variants: nothing may be reported.
+GOOD_VARIANTS = {
+    "buffers and parameters": module(
+        'self.register_buffer("scale", torch.ones(1) * 2)\n'
+        'self.register_buffer("pos", torch.arange(3).float().view(1, -1), persistent=False)\n'
+        "self.gain = nn.Parameter(torch.ones(1) * 0.5)\n"
+        "self.bias = nn.Parameter(T.zeros(4))",
+        "import torch as T\n",
+    ),
+    "python values from tensors": module(
+        "self.n = torch.ones(3).sum().item()\nself.sizes = torch.arange(4).tolist()\nself.dims = torch.ones(2, 3).dim()"
+    ),
+    "plain python": module(
+        "self.widths = [8, 16, 32]\nself.names = []\nself.names.append('a')\nself.lookup = {'a': 1}\n"
+        "self.scale = 2 * 3.0\nself.table = dict(a=1)"
+    ),
+    "registered containers": module(
+        "self.blocks = nn.ModuleList()\nself.blocks.append(nn.Linear(8, 8))\n"
+        'self.heads = nn.ModuleDict({"a": nn.Linear(8, 1)})\n'
+        "self.heads.update({'b': nn.Linear(8, 2)})\n"
+        "self.body = nn.Sequential(*[nn.Linear(8, 8) for _ in range(2)])\n"
+        "layers = [nn.Linear(8, 8), nn.ReLU()]\nself.stack = nn.Sequential(*layers)"
+    ),
+    "a data set's .data": (
+        "from torchvision.datasets import MNIST\n\n\n"
+        "def arrays(root, trainset, train_set, ds):\n"
+        "    mnist = MNIST(root)\n"
+        "    return mnist.data, MNIST(root).data, trainset.data, train_set.data, ds.data, load_config(root).data\n"
+    ),
+    "not a module": (
+        "class Cache:\n    def __init__(self):\n        self.scale = torch.ones(1) * 2\n        self.parts = []\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_VARIANTS))
+def test_rules_catch_the_shapes_real_code_takes(name: str) -> None:
+    snippet, expected = BAD_VARIANTS[name]
+    assert codes(snippet) == expected
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_VARIANTS))
+def test_rules_leave_correct_look_alikes_alone(name: str) -> None:
+    assert codes(GOOD_VARIANTS[name]) == []

@@ -95,7 +95,7 @@ def drifted(versioned_template: Path, tmp_path: Path) -> Path:
 
 def test_status_shows_versions_and_changed_template_files(drifted: Path) -> None:
     result = scaffold("status", drifted)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # behind
     lines = result.stdout.splitlines()
     assert lines[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {drifted}`)"
     assert lines[2] == "template files changed in this project (4):"
@@ -151,7 +151,7 @@ def test_a_project_made_from_a_relative_template_path_updates_from_inside(
     git(dest, "commit", "--quiet", "-m", "Generated project")
 
     status = scaffold("status", ".", cwd=dest)
-    assert status.returncode == 0, status.stderr
+    assert status.returncode == 1, status.stderr  # behind
     assert status.stdout.splitlines()[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {dest}`)"
 
     plain = copier_cli("update", "--trust", "--defaults", cwd=dest)
@@ -178,3 +178,52 @@ def test_a_template_that_cannot_be_found_says_where_it_was_looked_for(
         message = one_line_error(scaffold(command, ".", cwd=project))
         assert "the template this project records cannot be found" in message
         assert f"looked for at {where.resolve()}" in message and "set _src_path there" in message
+
+
+def test_status_of_a_fleet_is_one_row_per_project_and_fails_when_one_is_behind(
+    drifted: Path, versioned_template: Path, tmp_path: Path
+) -> None:
+    newest = generate(versioned_template, tmp_path / "newest", vcs_ref=V2)
+    result = scaffold("status", drifted, newest)
+    assert result.returncode == 1, result.stderr
+    print(result.stdout)  # the README shows this table
+    header, *rows, summary = result.stdout.splitlines()
+    assert header.split() == ["project", "version", "newest", "drifted", "state"]
+    assert [row.split()[:5] for row in rows] == [
+        [str(drifted), V1, V2, "4", "behind:"],
+        [str(newest), V2, V2, "0", "newest"],
+    ]
+    assert rows[0].endswith(f"behind: torch-scaffold update {drifted}")
+    assert summary == "2 projects, 1 behind the newest template version"
+    assert scaffold("status", newest, newest).returncode == 0
+
+
+def test_status_of_a_fleet_names_an_unreadable_project_and_goes_on(versioned_template: Path, tmp_path: Path) -> None:
+    newest = generate(versioned_template, tmp_path / "newest", vcs_ref=V2)
+    result = scaffold("status", tmp_path / "nothing", newest)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert "error: " in lines[1] and "has no .copier-answers.yml" in lines[1]
+    assert lines[2].split()[:4] == [str(newest), V2, V2, "0"]
+    assert lines[-1] == "2 projects, 0 behind the newest template version, 1 unreadable"
+
+
+def test_copier_answer_errors_are_one_line_but_our_bugs_keep_their_traceback(
+    versioned_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """copier raises a plain ValueError for a bad answer; only copier's own are turned into one line."""
+    from torch_scaffold import cli, create
+
+    template = ["--template", str(versioned_template), "-d", "project_name=X"]
+    assert cli.main(["new", str(tmp_path / "a"), *template, "-d", "optimizer=lion"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("torch-scaffold new: Invalid choice for 'optimizer'") and len(err.splitlines()) == 1
+    assert cli.main(["new", str(tmp_path / "b"), *template, "-d", "image_size=big"]) == 1
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+    def broken(*args: object) -> int:
+        raise ValueError("a bug in torch-scaffold")
+
+    monkeypatch.setattr(create, "create", broken)
+    with pytest.raises(ValueError, match="a bug in torch-scaffold"):
+        cli.main(["new", str(tmp_path / "c"), *template])

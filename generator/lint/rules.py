@@ -37,6 +37,13 @@ NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.Unin
 # ``.data`` on these is a config section, parsed arguments or a data set's own attribute, not a tensor's.
 NOT_TENSOR_SUBSTRINGS = ("cfg", "config", "dataset")
 NOT_TENSOR_NAMES = frozenset({"self", "args", "opt", "opts", "options", "hparams"})
+# ``trainset.data``, ``train_set.data``, ``ds.data``: a data set's array (torchvision's MNIST, CIFAR10).
+DATA_SET_NAME = re.compile(r"(^|_|train|val|valid|test|sub)(set|ds)$", re.IGNORECASE)
+# Methods of a tensor that return a Python value or a size, not a tensor.
+NOT_TENSOR_METHODS = frozenset(
+    {"item", "tolist", "numpy", "size", "dim", "numel", "nelement", "element_size", "stride", "data_ptr",
+     "is_contiguous", "is_floating_point", "get_device", "storage_offset"}
+)  # fmt: skip
 MODULE_NAME = re.compile(r"(model|module|net|network|encoder|decoder|backbone|classifier)$", re.IGNORECASE)
 LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -96,13 +103,6 @@ class Source:
                 yield node, name
 
 
-def innermost_call(node: ast.expr) -> ast.expr:
-    """``torch.tensor(x).view(1, 3)`` -> ``torch.tensor(x)``; ``model.to(d).eval`` -> ``model``."""
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call):
-        node = node.func.value
-    return node
-
-
 def receiver(node: ast.expr) -> ast.expr:
     """The object a method chain starts from: ``model.to(device).float()`` -> ``model``."""
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -113,10 +113,6 @@ def receiver(node: ast.expr) -> ast.expr:
 def is_method_call(node: ast.AST, *names: str) -> TypeGuard[ast.Call]:
     """``x.name(...)`` for one of ``names``."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
-
-
-def is_factory(src: Source, call: ast.Call) -> bool:
-    return src.name(call.func) in TENSOR_FACTORIES
 
 
 def last_identifier(node: ast.expr) -> str:
@@ -150,13 +146,29 @@ def module_inits(src: Source) -> Iterator[tuple[ast.ClassDef, ast.FunctionDef]]:
 
 
 def dot_data(src: Source) -> Iterator[ast.AST]:
-    """Any ``X.data``, unless X's name says it is a config, arguments, a data set, ``self`` or ``torch.utils``."""
+    """Any ``X.data``, unless X's name (or the name of the function that returned X) says it is a config,
+    arguments, a data set (``dataset``, ``train_set``, ``ds``), ``self`` or ``torch.utils``, or X is a
+    ``torchvision.datasets`` object this file built.
+    """
+    data_sets = {
+        target.id
+        for target, value in assignments(src.tree)
+        if isinstance(target, ast.Name) and is_data_set_call(src, value)
+    }
     for node in ast.walk(src.tree):
         if isinstance(node, ast.Attribute) and node.attr == "data":
-            owner = last_identifier(node.value).lower()
+            made_by = node.value.func if isinstance(node.value, ast.Call) else node.value  # load_config(...).data
+            owner = last_identifier(made_by).lower()
             exempt = owner in NOT_TENSOR_NAMES or any(part in owner for part in NOT_TENSOR_SUBSTRINGS)
+            exempt = exempt or bool(DATA_SET_NAME.search(owner)) or is_data_set_call(src, node.value)
+            exempt = exempt or (isinstance(node.value, ast.Name) and node.value.id in data_sets)
             if not exempt and src.name(node.value) != "torch.utils":
                 yield node
+
+
+def is_data_set_call(src: Source, node: ast.expr) -> bool:
+    """``torchvision.datasets.MNIST(...)`` and the like."""
+    return isinstance(node, ast.Call) and (src.name(node.func) or "").startswith("torchvision.datasets.")
 
 
 def legacy_constructor(src: Source) -> Iterator[ast.AST]:
@@ -212,30 +224,57 @@ def whole_module_save(src: Source) -> Iterator[ast.AST]:
             yield call
 
 
+def holds_modules(src: Source, value: ast.expr) -> bool:
+    """A list, tuple or dict literal (or comprehension, ``dict(...)``, ``[...] * n``) with a module in it."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return any(map(src.is_module_call, value.elts))
+    if isinstance(value, ast.Dict):
+        return any(map(src.is_module_call, value.values))
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return src.is_module_call(value.elt)
+    if isinstance(value, ast.DictComp):
+        return src.is_module_call(value.value)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        return holds_modules(src, value.left) or holds_modules(src, value.right)
+    if isinstance(value, ast.Call) and src.name(value.func) in ("dict", "list", "tuple"):
+        keywords = [keyword.value for keyword in value.keywords]
+        return any(holds_modules(src, arg) or src.is_module_call(arg) for arg in [*value.args, *keywords])
+    return False
+
+
+def is_plain_container(src: Source, value: ast.expr) -> bool:
+    """``[]``, ``{}``, ``list()``, ``dict()``: a container that may be filled with modules later."""
+    if isinstance(value, (ast.List, ast.Dict)):
+        return True
+    return isinstance(value, ast.Call) and src.name(value.func) in ("list", "dict")
+
+
 def module_list(src: Source) -> Iterator[ast.AST]:
-    """In an nn.Module's ``__init__``: ``self.x = [module, ...]``, ``self.x = [module for ...]``, or
-    ``self.x.append(module)`` / ``self.x.extend([...])`` on an ``self.x`` assigned a plain list there.
+    """In an nn.Module's ``__init__``: ``self.x = [module, ...]`` or ``{"a": module}`` (literal, comprehension,
+    ``dict(a=module)``, ``[module] * n``), or a ``self.x`` assigned a plain list or dict there and then filled
+    with modules: ``self.x.append(module)``, ``.extend([...])``, ``.insert(i, module)``, ``.update({...})``,
+    ``.setdefault(k, module)``, ``self.x[k] = module``.
     """
     for _, init in module_inits(src):
-        plain_lists = set()
+        plain = set()
         for target, value in assignments(init):
             attribute = self_attribute(target)
-            if attribute is None:
-                continue
-            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
-            if any(map(src.is_module_call, items)) or (
-                isinstance(value, ast.ListComp) and src.is_module_call(value.elt)
-            ):
+            if attribute is not None and holds_modules(src, value):
                 yield value
-            elif isinstance(value, ast.List) or (isinstance(value, ast.Call) and src.name(value.func) == "list"):
-                plain_lists.add(attribute)
+            elif attribute is not None and is_plain_container(src, value):
+                plain.add(attribute)
+        for target, value in assignments(init):
+            in_plain = isinstance(target, ast.Subscript) and self_attribute(target.value) in plain
+            if in_plain and src.is_module_call(value):
+                yield target
         for node in ast.walk(init):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
                 continue
-            if self_attribute(node.func.value) in plain_lists and node.func.attr in ("append", "extend", "insert"):
+            if self_attribute(node.func.value) not in plain:
+                continue
+            if node.func.attr in ("append", "extend", "insert", "update", "setdefault"):
                 added = node.args[-1]
-                items = added.elts if isinstance(added, (ast.List, ast.Tuple)) else [added]
-                if any(src.is_module_call(item) for item in items):
+                if src.is_module_call(added) or holds_modules(src, added):
                     yield node
 
 
@@ -251,20 +290,55 @@ def is_torch_layer(name: str | None) -> bool:
     return name is not None and name.startswith("torch.nn.") and name != "torch.nn.Module"
 
 
+def makes_tensor(src: Source, node: ast.expr, tensors: set[str]) -> bool:
+    """Whether an expression builds a tensor: a factory (``torch.ones``, however imported), arithmetic with one
+    (``torch.ones(1) * 2``), a method chain on one (``torch.arange(3).float().view(1, -1)``, but not ``.item()``
+    or ``.tolist()``), a ``torch`` function of one (``torch.exp(...)``), an index into one, or a local name
+    ``tensors`` holds. ``nn.Parameter(...)`` and other calls of classes are not.
+    """
+    if isinstance(node, ast.Name):
+        return node.id in tensors
+    if isinstance(node, ast.BinOp):
+        return makes_tensor(src, node.left, tensors) or makes_tensor(src, node.right, tensors)
+    if isinstance(node, ast.UnaryOp):
+        return makes_tensor(src, node.operand, tensors)
+    if isinstance(node, ast.IfExp):
+        return makes_tensor(src, node.body, tensors) or makes_tensor(src, node.orelse, tensors)
+    if isinstance(node, ast.Subscript):
+        return makes_tensor(src, node.value, tensors)
+    if not isinstance(node, ast.Call):
+        return False
+    name = src.name(node.func) or ""
+    if name in TENSOR_FACTORIES:
+        return True
+    leaf = name.rpartition(".")[2]
+    if name.startswith("torch.") and name.count(".") == 1 and leaf[:1].islower():
+        return any(makes_tensor(src, arg, tensors) for arg in node.args)
+    if isinstance(node.func, ast.Attribute) and not name.startswith("torch."):
+        return node.func.attr not in NOT_TENSOR_METHODS and makes_tensor(src, node.func.value, tensors)
+    return False
+
+
 def unregistered_tensor(src: Source) -> Iterator[ast.AST]:
-    """In an nn.Module's ``__init__``: ``self.x = torch.tensor(...)`` (or another factory, maybe with
-    ``.view(...)`` after it). Such an assignment only updates a buffer already registered, so names passed to
-    ``register_buffer`` anywhere in the file are skipped, and so are subclasses of torch's own layers
+    """In an nn.Module's ``__init__``: ``self.x = <an expression that builds a tensor>`` (``makes_tensor``),
+    directly or through a local name. Such an assignment only updates a buffer already registered, so names
+    passed to ``register_buffer`` anywhere in the file are skipped, and so are subclasses of torch's own layers
     (``nn.BatchNorm2d`` registers buffers this file does not show).
     """
     buffers = {name for call in ast.walk(src.tree) if (name := buffer_name(call))}
     for cls, init in module_inits(src):
         if any(is_torch_layer(src.name(base)) for base in cls.bases):
             continue
+        tensors: set[str] = set()
+        for _ in range(3):  # locals built from locals: a few rounds reach a fixed point in real code
+            tensors |= {
+                target.id
+                for target, value in assignments(init)
+                if isinstance(target, ast.Name) and makes_tensor(src, value, tensors)
+            }
         for target, value in assignments(init):
             attribute = self_attribute(target)
-            made = innermost_call(value)
-            if attribute and attribute not in buffers and isinstance(made, ast.Call) and is_factory(src, made):
+            if attribute and attribute not in buffers and makes_tensor(src, value, tensors):
                 yield target
 
 
@@ -345,7 +419,11 @@ RULES = (
     Rule("TSC103", ".cuda() call; choose one torch.device and move with .to(device) (P6)", cuda_call),
     Rule("TSC104", "torch.load needs map_location and weights_only=True (P7)", unsafe_load),
     Rule("TSC105", "torch.save of a whole module pickles it; save its state_dict() (P7)", whole_module_save),
-    Rule("TSC106", "Python list of modules is not registered; use nn.ModuleList (P4)", module_list),
+    Rule(
+        "TSC106",
+        "Python list or dict of modules is not registered; use nn.ModuleList or nn.ModuleDict (P4)",
+        module_list,
+    ),
     Rule(
         "TSC107",
         "tensor attribute set in __init__ does not follow .to() nor enter state_dict; use register_buffer (P9)",
