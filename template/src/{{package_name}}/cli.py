@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | export | sample-data.
+"""Command line: train | evaluate | predict | similar | export | sweep | sample-data.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
     export.add_argument("--output", metavar="PATH", help="default: beside the checkpoint, e.g. best.pt2")
 
+    sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna: one training run per trial")
+    add_config_options(sweep, DEFAULT_CONFIG)
+    sweep.add_argument("--space", default="configs/sweep.yaml", help="search space (default: configs/sweep.yaml)")
+    sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
+    sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
+    sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
+
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
     sample.add_argument("--train-per-class", type=int, default=200)
@@ -120,6 +127,12 @@ def run(args: argparse.Namespace) -> int:
         if row and os.environ.get("RANK", "0") == "0":  # under torchrun, one process speaks for the run
             ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
             print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
+        return 0
+    if args.command == "sweep":
+        from .sweep import run_sweep
+
+        configs = args.config or [DEFAULT_CONFIG]
+        print(run_sweep(configs, args.overrides, args.space, args.trials, args.storage, args.study, program_name()))
         return 0
 
     from .inference import format_report, load_trained, predict_file, run_evaluate

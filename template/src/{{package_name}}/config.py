@@ -87,6 +87,7 @@ class TrainConfig:
     progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
     grad_clip_norm: float = 0.0  # 0 turns clipping off
     tensorboard: bool = False  # also log to out_dir/tensorboard (the tensorboard extra)
+    mlflow: bool = False  # also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)
     checkpoint_every_steps: int = 0  # also write last.pt every K optimizer steps; 0: at epoch ends only
     keep_last: int = 0  # older checkpoints kept beside last.pt, for a fallback if it is damaged
     mixup_alpha: float = 0.0  # MixUp's Beta(alpha, alpha); 0 turns it off
