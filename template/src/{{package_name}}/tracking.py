@@ -17,17 +17,23 @@ nested under it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .errors import UserError
 from .optional import distribution_name, require
+from .preemption import Preempted
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .trainer import Progress
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
@@ -55,6 +61,32 @@ def nested_under(parent_run_id: str, run_name: str) -> Iterator[None]:
         yield
     finally:
         _PARENT.reset(token)
+
+
+@contextlib.contextmanager
+def track(cfg: Config, progress: Progress, is_main: bool) -> Iterator[MlflowRun | None]:
+    """The training run's MLflow run around ``fit``, or None when tracking is off or on other processes.
+
+    Started after ``restore()``: a checkpoint's ``mlflow_run_id`` continues
+    that run, and a new run's id goes into ``progress`` and so into every
+    checkpoint. At the end the run's files are logged as artifacts, and the
+    run is marked FINISHED, KILLED (stopped to be resumed) or FAILED.
+    """
+    if not (is_main and enabled(cfg.train.mlflow)):
+        yield None
+        return
+    run = MlflowRun.start(cfg.to_dict(), progress.mlflow_run_id, name=cfg.train.out_dir)
+    progress.mlflow_run_id = run.run_id
+    status = "FAILED"
+    try:
+        yield run
+        status = "FINISHED"
+    except (Preempted, KeyboardInterrupt):
+        status = "KILLED"
+        raise
+    finally:
+        run.log_files(Path(cfg.train.out_dir))
+        run.finish(status)
 
 
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -97,18 +129,25 @@ def _short_http_timeouts() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def connect(uri: str | None = None) -> Any:
+def preflight(cfg: Config, is_main: bool) -> None:
+    """Before the data is loaded: a missing extra or an unreachable store fails in seconds, not after an epoch."""
+    if is_main and enabled(cfg.train.mlflow):
+        connect(tracking_uri())
+
+
+@functools.cache
+def connect(uri: str) -> Any:
     """An ``MlflowClient`` whose store has answered: a wrong URI or a server that is down fails now, in one line."""
     require("mlflow", "mlflow", "train.mlflow")
     from mlflow import MlflowClient
 
-    uri = uri or tracking_uri()
     try:
         with _short_http_timeouts():
             client = MlflowClient(tracking_uri=uri)
             client.search_experiments(max_results=1)
     except Exception as exc:  # MLflow raises many kinds: connection, HTTP status, SQL, bad URI
-        reason = " ".join(str(exc).split())[:200]
+        reason = " ".join(str(exc).split())
+        reason = reason if len(reason) < 160 else reason[:157] + "..."
         raise UserError(
             f"MLflow tracking store {uri} cannot be reached ({reason}): start the server or fix "
             "MLFLOW_TRACKING_URI, or turn tracking off with --set train.mlflow=false"
@@ -139,7 +178,7 @@ class MlflowRun:
     @classmethod
     def start(cls, config: dict[str, Any], run_id: str | None = None, name: str | None = None) -> MlflowRun:
         """Continue ``run_id`` (from a checkpoint) when the store has it, else start a run; log params and tags."""
-        client = connect()
+        client = connect(tracking_uri())
         params = flatten(config)
         if run_id is not None and (run := _find_run(client, run_id)) is not None:
             client.update_run(run_id, status="RUNNING")

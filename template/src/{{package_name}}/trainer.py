@@ -63,6 +63,7 @@ from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
 from .run_lock import RunLock
 from .tensorboard_log import TensorBoardLog
+from .tracking import MlflowRun, preflight, track
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
 
@@ -76,6 +77,7 @@ class Progress:
     best_metric: float = -1.0  # the best val_acc so far, the one best.pt holds
     bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
+    mlflow_run_id: str | None = None  # with train.mlflow: the MLflow run a resumed run continues
 
 
 def seed_everything(seed: int) -> None:
@@ -151,6 +153,7 @@ class Trainer:
         self.board = TensorBoardLog(self.out_dir, cfg.to_dict()) if logs_to_board else None
         self.grid_pending = self.world.is_main and not (self.out_dir / "train_batch.png").exists()
         self.curves_note: str | None = None
+        self.tracker: MlflowRun | None = None  # MLflow, set by train() on the main process with train.mlflow
 
     def assemble(self, train_set: Any) -> None:
         """The model, its wrappers and average, and what an optimizer step needs (P9, P12, P14)."""
@@ -213,6 +216,7 @@ class Trainer:
         totals = self.unfinished_epoch(path, state)
         progress = Progress(state["epoch"], state["global_step"], state["best_metric"], state.get("bad_epochs", 0))
         progress.totals = totals
+        progress.mlflow_run_id = state.get("mlflow_run_id")  # with train.mlflow: continue that MLflow run
         set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
@@ -310,6 +314,7 @@ class Trainer:
             "config": self.cfg.to_dict(),
             "provenance": self.provenance,
             "job": os.environ.get("TORCHELASTIC_RUN_ID"),  # torchrun's job: a restart resumes only its own files
+            "mlflow_run_id": progress.mlflow_run_id,
         }
         try:
             save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
@@ -443,10 +448,12 @@ class Trainer:
         return row
 
     def report(self, row: dict[str, Any]) -> None:
-        """metrics.jsonl, curves.png and TensorBoard, from the main process."""
+        """metrics.jsonl, curves.png, TensorBoard and MLflow, from the main process."""
         self.metrics.append(row)
         if self.board is not None:
             self.board.epoch(row, {g["name"]: g["lr"] for g in self.parts.optimizer.param_groups})
+        if self.tracker is not None:
+            self.tracker.epoch(row)  # once per epoch, at its end: a resumed run never logs a step twice
         note = draw_curves(self.metrics.rows(), self.out_dir / "curves.png", self.metrics.resumes())
         if note and not self.curves_note:
             self.curves_note = note
@@ -488,13 +495,15 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
     trainer: Trainer | None = None
     resume = resume_after_restart(resume, Path(cfg.train.out_dir), world)
     try:
+        preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
         trainer = Trainer(cfg, world)
         progress = trainer.restore(resume)
-        with GracefulStop() as stop:
-            row = trainer.fit(progress, stop, epoch_end)
-        finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
-        if finished and world.is_main:
-            evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
+        with track(cfg, progress, world.is_main) as trainer.tracker:  # MLflow: artifacts and status at the end
+            with GracefulStop() as stop:
+                row = trainer.fit(progress, stop, epoch_end)
+            finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
+            if finished and world.is_main:
+                evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
         return row
     except RuntimeError as error:
         # An op with no deterministic kernel in deterministic mode, or another process lost: one line each.
