@@ -96,10 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna: one training run per trial")
     add_config_options(sweep, DEFAULT_CONFIG)
-    sweep.add_argument("--space", default="configs/sweep.yaml", help="search space (default: configs/sweep.yaml)")
-    sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
-    sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
-    sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
+    add_sweep_arguments(sweep)
 
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
@@ -108,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--image-size", type=int, default=64)
     sample.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
+    sweep.add_argument("--space", default="configs/sweep.yaml", help="search space (default: configs/sweep.yaml)")
+    sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
+    sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
+    sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
 
 
 def run(args: argparse.Namespace) -> int:

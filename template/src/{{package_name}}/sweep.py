@@ -114,7 +114,7 @@ def parse_param(key: str, spec: Any, where: str, base: dict[str, Any]) -> tuple[
         check_values(key, choices, where, base)
         as_yaml = any(isinstance(c, list | dict) for c in choices)  # Optuna stores scalars only
         if as_yaml:
-            choices = [json.dumps(c) for c in choices]  # JSON is YAML: decode() reads it back
+            choices = [format_value(c) for c in choices]  # JSON is YAML: decode() reads it back
         return CategoricalDistribution(choices), as_yaml
     if "low" not in spec or "high" not in spec:
         raise UserError(f"{where} needs low and high, e.g. {{type: {kind}, low: 1, high: 10}}")
@@ -195,9 +195,9 @@ def open_study(storage_url: str, study_name: str, space: Space) -> Any:
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-    if storage_url.startswith("sqlite:///"):
-        Path(storage_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
+        if storage_url.startswith("sqlite:///"):
+            Path(storage_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         storage = RDBStorage(
             storage_url,
             engine_kwargs={"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else None,
@@ -212,7 +212,7 @@ def open_study(storage_url: str, study_name: str, space: Space) -> Any:
             pruner=optuna.pruners.MedianPruner(space.startup_trials, space.warmup_epochs),
             load_if_exists=True,
         )
-    except Exception as exc:  # SQLAlchemy: bad URL, missing driver, unreachable server, locked or foreign file
+    except Exception as exc:  # a folder that cannot be made; SQLAlchemy: bad URL, missing driver, server down
         reason = " ".join(str(exc).split())[:200]
         raise UserError(
             f"cannot open the study storage {storage_url} ({reason}): pass --storage with a database URL "
@@ -435,7 +435,9 @@ class Sweep:
         }
         for name, draw in drawings.items():
             try:
-                axes = draw()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "importances will be equal" with few trials
+                    axes = draw()
             except (ValueError, RuntimeError) as reason:  # e.g. importances of fewer than two complete trials
                 print(f"note: no {name}: {' '.join(str(reason).split())}")
                 continue

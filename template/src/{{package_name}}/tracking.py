@@ -17,7 +17,6 @@ nested under it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
 # The run's files worth keeping with it; globs, relative to train.out_dir.
 ARTIFACTS = ("config.yaml", "metrics.jsonl", "curves.png", "train_batch.png", "confusion_matrix*.png", "test*.json")
 
+_CLIENTS: dict[str, Any] = {}  # by URI: probed once per process
 # Set by a sweep around each trial: new runs are nested under this run, with this name.
 _PARENT: ContextVar[tuple[str, str] | None] = ContextVar("mlflow_parent", default=None)
 
@@ -135,10 +135,11 @@ def preflight(cfg: Config, is_main: bool) -> None:
         connect(tracking_uri())
 
 
-@functools.cache
 def connect(uri: str) -> Any:
     """An ``MlflowClient`` whose store has answered: a wrong URI or a server that is down fails now, in one line."""
     require("mlflow", "mlflow", "train.mlflow")
+    if uri in _CLIENTS:
+        return _CLIENTS[uri]
     from mlflow import MlflowClient
 
     try:
@@ -152,6 +153,7 @@ def connect(uri: str) -> Any:
             f"MLflow tracking store {uri} cannot be reached ({reason}): start the server or fix "
             "MLFLOW_TRACKING_URI, or turn tracking off with --set train.mlflow=false"
         ) from None
+    _CLIENTS[uri] = client
     return client
 
 
@@ -184,7 +186,7 @@ class MlflowRun:
             client.update_run(run_id, status="RUNNING")
             history = client.get_metric_history(run_id, "val_loss")
             tracker = cls(client, run_id, max((m.step for m in history), default=0))
-            logged = run.data.params
+            logged = run.data.params  # noqa: TSC101 - MLflow's run record, not a tensor
             changed = sorted(k for k, v in params.items() if k in logged and logged[k] != v)
             if changed:  # MLflow params are write-once; the tag says what this resume changed
                 client.set_tag(run_id, "resumed_with_changed_params", ", ".join(changed))
