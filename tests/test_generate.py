@@ -9,13 +9,14 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors"""
+inference checkpoint distributed reporting errors tracking sweep"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
     "README.md",
     "pyproject.toml",
     "configs/default.yaml",
+    "configs/sweep.yaml",
     "tests/conftest.py",
     *(f"src/x_pkg/{name}.py" for name in MODULES.split()),
 ]

@@ -26,6 +26,7 @@ import csv
 import dataclasses
 import difflib
 import json
+import logging
 import math
 import shlex
 import sys
@@ -49,7 +50,18 @@ KINDS = ("float", "int", "categorical")
 
 
 class TrialFailed(Exception):
-    """A trial's own error: recorded on the trial (user attr ``error``), and the sweep goes on."""
+    """A trial's own error: recorded on the trial (user attr ``error``), and the sweep goes on.
+
+    A ``UserError`` is not one of these: bad input ends the sweep in one line.
+    """
+
+
+class OneLineLogs(logging.Filter):
+    """Optuna logs a failed trial with its traceback; its message already names the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
 
 
 @dataclass
@@ -317,6 +329,8 @@ class Sweep:
         except Preempted:
             Retry(inherit_intermediate_values=True)(self.study, self.frozen(trial.number))  # resumed next time
             raise
+        except UserError:  # bad input (data.root, a file...): every other trial would fail the same way
+            raise
         except Exception as exc:
             message = " ".join(str(exc).split()) or type(exc).__name__
             trial.set_user_attr("error", message)
@@ -370,8 +384,10 @@ class Sweep:
             self.study.set_user_attr("mlflow_run_id", self.tracker.run_id)
 
     def results(self) -> list[dict[str, Any]]:
+        trials = self.study.get_trials(deepcopy=False)
+        continued = {n: t.number for t in trials for n in t.system_attrs.get("retry_history", [])}
         rows = []
-        for t in self.study.get_trials(deepcopy=False):
+        for t in trials:
             rows.append(
                 {
                     "number": t.number,
@@ -381,7 +397,7 @@ class Sweep:
                     "epochs": t.user_attrs.get("epochs", len(t.intermediate_values)),
                     "seconds": round(t.duration.total_seconds(), 1) if t.duration else "",
                     "out_dir": t.user_attrs.get("out_dir", ""),
-                    "note": note(t),
+                    "note": f"stopped; continued as trial {continued[t.number]}" if t.number in continued else note(t),
                 }
             )
         return rows
@@ -413,6 +429,8 @@ class Sweep:
 
     def plots(self) -> list[Path]:
         """Optuna's own matplotlib plots; without matplotlib, or with too few trials, a note instead."""
+        if self.best() is None:
+            return []
         try:
             require("matplotlib", "plots", "the sweep's plots")
             import matplotlib
@@ -496,6 +514,8 @@ def run_sweep(
     from .tracking import enabled
 
     base = load_config(configs, overrides)
+    for handler in optuna.logging.get_logger("optuna").handlers:
+        handler.addFilter(OneLineLogs())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat, retries, plots
         space = load_space(space_path, base.to_dict())
