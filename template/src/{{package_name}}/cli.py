@@ -114,6 +114,14 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
 
 
+def sweep(args: argparse.Namespace) -> int:
+    from .sweep import run_sweep
+
+    configs = args.config or [DEFAULT_CONFIG]
+    print(run_sweep(configs, args.overrides, args.space, args.trials, args.storage, args.study, program_name()))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "sample-data":
         from .sample_data import CLASSES, write_sample_data
@@ -133,11 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
         return 0
     if args.command == "sweep":
-        from .sweep import run_sweep
-
-        configs = args.config or [DEFAULT_CONFIG]
-        print(run_sweep(configs, args.overrides, args.space, args.trials, args.storage, args.study, program_name()))
-        return 0
+        return sweep(args)
 
     from .inference import format_report, load_trained, predict_file, run_evaluate
 
