@@ -73,7 +73,7 @@ class Space:
     metric: str = "val_acc"
     heartbeat_seconds: int = 10  # a trial silent for twice this long is stale: failed, then retried
     startup_trials: int = 5  # MedianPruner prunes nothing until this many trials completed
-    warmup_epochs: int = 1  # ... nor before a trial's epoch warmup_epochs + 1
+    warmup_epochs: int = 1  # ... nor in a trial's first warmup_epochs epochs
     yaml_choices: set[str] = field(default_factory=set)  # categorical keys whose choices are lists (YAML text)
 
     @property
@@ -238,7 +238,8 @@ def open_study(storage_url: str, study_name: str, space: Space) -> Any:
             storage=open_storage(storage_url, space.heartbeat_seconds),
             study_name=study_name,
             direction=space.direction,
-            pruner=optuna.pruners.MedianPruner(space.startup_trials, space.warmup_epochs),
+            # Steps are epochs from 1; Optuna prunes from step n_warmup_steps on.
+            pruner=optuna.pruners.MedianPruner(space.startup_trials, space.warmup_epochs + 1),
             load_if_exists=True,
         )
     except Exception as exc:  # a folder that cannot be made; SQLAlchemy: bad URL, missing driver, server down
@@ -333,14 +334,16 @@ class Sweep:
         params = {key: suggest(trial, key, dist) for key, dist in self.space.params.items()}
         out_dir = trial_dir(self.dir, frozen)
         trial.set_user_attr("out_dir", str(out_dir))
-        metric = self.space.metric
+        metric, cfg, pruned_at = self.space.metric, self.config_for(params, out_dir), []
 
         def epoch_end(row: dict[str, Any]) -> bool:
+            """Report the epoch; True (stop training) when the pruner says so before the last epoch."""
             trial.report(row[metric], row["epoch"])
-            return trial.should_prune()
+            if row["epoch"] < cfg.train.epochs and trial.should_prune():
+                pruned_at.append(row["epoch"])
+            return bool(pruned_at)
 
         try:
-            cfg = self.config_for(params, out_dir)
             with self.nested(trial.number):
                 train(cfg, resume="auto", epoch_end=epoch_end)
         except Preempted:
@@ -354,8 +357,8 @@ class Sweep:
             raise TrialFailed(message) from None
         rows = MetricsLog(out_dir / "metrics.jsonl").rows()
         trial.set_user_attr("epochs", len(rows))
-        if trial.should_prune():
-            raise optuna.TrialPruned(f"pruned after epoch {len(rows)}")
+        if pruned_at:
+            raise optuna.TrialPruned(f"pruned after epoch {pruned_at[0]}")
         values = [row[metric] for row in rows]
         return max(values) if self.space.direction == "maximize" else min(values)
 
