@@ -224,7 +224,8 @@ def open_storage(url: str, heartbeat_seconds: int) -> Any:
     for pause in (1, 2):
         try:
             return connect()
-        except sqlalchemy.exc.OperationalError:  # processes started together race to create the tables
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):  # processes started together
+            # race to create the tables and to stamp their version; the loser finds them made
             time.sleep(pause)
     return connect()
 
