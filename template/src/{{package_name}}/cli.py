@@ -115,6 +115,7 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
 
 
 def sweep(args: argparse.Namespace) -> int:
+    """The sweep command (the sweep extra): one training run per trial, then the summary."""
     from .sweep import run_sweep
 
     configs = args.config or [DEFAULT_CONFIG]
@@ -140,8 +141,6 @@ def run(args: argparse.Namespace) -> int:
             ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
             print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
         return 0
-    if args.command == "sweep":
-        return sweep(args)
 
     from .inference import format_report, load_trained, predict_file, run_evaluate
 
@@ -207,7 +206,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
-        return run(args)
+        return sweep(args) if args.command == "sweep" else run(args)
     except UserError as exc:
         if args.debug:
             raise

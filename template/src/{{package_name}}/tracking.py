@@ -24,11 +24,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from .errors import UserError
 from .optional import distribution_name, require
 from .preemption import Preempted
+from .provenance import git_commit, template_answers
 
 if TYPE_CHECKING:
     from .config import Config
@@ -100,18 +99,16 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def template_tags(*folders: Path) -> dict[str, str]:
-    """The template version (copier's ``_commit``) and the answers this project was made with, if found."""
-    for folder in folders:
-        path = folder / ".copier-answers.yml"
-        if path.is_file():
-            answers = yaml.safe_load(path.read_text()) or {}
-            tags = {"template.version": str(answers.get("_commit", "unknown"))}
-            if answers.get("_src_path"):
-                tags["template.source"] = str(answers["_src_path"])
-            tags.update({f"template.{k}": str(v) for k, v in answers.items() if not str(k).startswith("_")})
-            return tags
-    return {}
+def template_tags(answers: dict[str, Any], git: dict[str, Any]) -> dict[str, str]:
+    """The template version (copier's ``_commit``), the answers and the project's git commit, as MLflow tags."""
+    tags = {f"template.{k}": str(v) for k, v in answers.items() if not k.startswith("_")}
+    if answers:
+        tags["template.version"] = str(answers.get("_commit", "unknown"))
+    if answers.get("_src_path"):
+        tags["template.source"] = str(answers["_src_path"])
+    if git.get("commit"):
+        tags["mlflow.source.git.commit"] = git["commit"]  # the tag MLflow's UI shows as the source version
+    return tags
 
 
 @contextlib.contextmanager
@@ -194,7 +191,7 @@ class MlflowRun:
             return tracker
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        tags = template_tags(Path(__file__).resolve().parents[2], Path.cwd())
+        tags = template_tags(template_answers(), git_commit())
         parent = _PARENT.get()
         if parent is not None:
             tags[MLFLOW_PARENT_RUN_ID], name = parent
