@@ -7,7 +7,10 @@ ImageFolder of PNG files, and measures images per second of:
       already in memory, in the fastest of fp32/bf16 x contiguous/channels_last
       for this hardware;
   (b) the generated trainer's steady-state epoch (its second) on the PNG files,
-      with the default ``auto`` settings;
+      with the default ``auto`` settings (``data.pipeline: auto`` takes the
+      batch path: uint8 squares, crops and flips per batch on the device), and
+      the share of that epoch spent loading data (one epoch of the same loader
+      and batch augmentation, timed alone);
   (c) a naive loop in the style of the reference imagenet example: ToTensor +
       Normalize in a default DataLoader, fp32, contiguous memory, ``.item()``
       every step.
@@ -83,12 +86,27 @@ def compute_bound(package: str, cfg: Any, classes: int, steps: int) -> tuple[flo
     return best
 
 
-def generated_trainer(package: str, cfg: Any) -> float:
-    """(b): the second epoch of the real trainer (workers warm), as metrics.jsonl reports it."""
+def generated_trainer(package: str, cfg: Any) -> tuple[float, float]:
+    """(b): the second epoch of the real trainer (workers warm), as metrics.jsonl reports it, and its seconds."""
     trainer = importlib.import_module(f"{package}.trainer")
     trainer.train(cfg)
     rows = [json.loads(line) for line in (Path(cfg.train.out_dir) / "metrics.jsonl").read_text().splitlines()]
-    return rows[-1]["images_per_second"]
+    return rows[-1]["images_per_second"], rows[-1]["epoch_seconds"]
+
+
+def loading_seconds(package: str, cfg: Any) -> float:
+    """One training epoch of the trainer's own loader (and batch augmentation), without the model."""
+    data = importlib.import_module(f"{package}.data")
+    pipeline = importlib.import_module(f"{package}.pipeline")
+    augment = importlib.import_module(f"{package}.augment").BatchAugment(cfg, 0, torch.channels_last)
+    loader = data.build_loader(data.build_datasets(cfg)[0], cfg, torch.device("cpu"), train=True)
+    batched = pipeline.batch_path(cfg.data)
+    loader.sampler.set_epoch(2)
+    start = time.perf_counter()
+    for index, (images, _) in enumerate(loader):
+        if batched:
+            augment(images, 2, index)
+    return time.perf_counter() - start
 
 
 def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str) -> float:
@@ -127,22 +145,23 @@ def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str
 
 
 def measure(model_name: str, size: int, per_class: int, tmp: Path, steps: int) -> dict[str, Any]:
-    package = f"bench_{model_name}"
+    package = f"bench_{model_name}_{size}"  # one package per row: importlib keeps each one it imported
     project = tmp / package
     answers = {"project_name": package, "package_name": package, "model": model_name, "image_size": size}
     run_copy(str(REPO), project, data=answers, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
     sys.path.insert(0, str(project / "src"))
     sample = importlib.import_module(f"{package}.sample_data")
-    root = sample.write_sample_data(tmp / f"data_{model_name}", per_class, 4, image_size=size)
+    root = sample.write_sample_data(tmp / f"data_{package}", per_class, 4, image_size=size)
     config = importlib.import_module(f"{package}.config")
     cfg = config.load_config(
         project / "configs" / "default.yaml",
-        [f"data.root={root}", "train.epochs=2", f"train.out_dir={tmp / ('run_' + model_name)}", "train.progress=false"],
+        [f"data.root={root}", "train.epochs=2", f"train.out_dir={tmp / ('run_' + package)}", "train.progress=false"],
     )
     print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {4 * per_class} training PNGs", flush=True)
     a, best = compute_bound(package, cfg, 4, steps)
-    b = generated_trainer(package, cfg)
-    print(f"    (b) generated trainer: {b:.1f} img/s", flush=True)
+    b, epoch_seconds = generated_trainer(package, cfg)
+    share = loading_seconds(package, cfg) / epoch_seconds
+    print(f"    (b) generated trainer: {b:.1f} img/s, data loading {100 * share:.0f}% of its epoch", flush=True)
     c = naive_loop(root, cfg, 4, model_name, package)
     print(f"    (c) naive loop: {c:.1f} img/s", flush=True)
     return {
@@ -153,6 +172,7 @@ def measure(model_name: str, size: int, per_class: int, tmp: Path, steps: int) -
         "a_best_setting": best,
         "b_generated_trainer": round(b, 2),
         "c_naive_loop": round(c, 2),
+        "b_loading_share": round(share, 3),
         "b_over_a": round(b / a, 3),
         "b_over_c": round(b / c, 3),
         "torch": torch.__version__,
@@ -165,10 +185,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer images and steps, for a smoke test")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "throughput.json")
     args = parser.parse_args()
-    cases = [("resnet18", 224, 16 if args.quick else 64), ("simple_cnn", 64, 32 if args.quick else 200)]
+    cases = [
+        ("resnet18", 224, 16 if args.quick else 64),
+        ("resnet18", 64, 32 if args.quick else 200),  # a real backbone on small images: loading matters
+        ("simple_cnn", 64, 32 if args.quick else 200),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(name, size, per_class, Path(tmp), 2 if args.quick else 5) for name, size, per_class in cases]
-    columns = ["model", "image_size", "a_compute_bound", "b_generated_trainer", "c_naive_loop", "b_over_a", "b_over_c"]
+    columns = [
+        "model",
+        "image_size",
+        "a_compute_bound",
+        "b_generated_trainer",
+        "c_naive_loop",
+        "b_over_a",
+        "b_over_c",
+        "b_loading_share",
+    ]
     print("\n" + " | ".join(columns))
     for row in rows:
         print(" | ".join(str(row[c]) for c in columns) + f"   (a: {row['a_best_setting']})")

@@ -30,18 +30,22 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def refuse_if_too_big(estimate: int) -> None:
+    """A cache of ``estimate`` bytes per process must leave half the machine's memory to the rest."""
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # each process under torchrun holds its own copy
+    if estimate * processes > MEMORY_SHARE * memory_bytes():
+        raise UserError(
+            f"data.cache=memory would hold about {estimate * processes / 2**30:.1f} GiB of images, more than half "
+            "of this machine's memory: use data.cache=none"
+        )
+
+
 class MemoryCache(Dataset):
     """The folder's samples, decoded once; ``classes`` and ``targets`` as the folder has them."""
 
     def __init__(self, folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> None:
         side = round(cfg.image_size / cfg.eval_crop_ratio)
-        estimate = len(folder) * 3 * side * side * 4 // 3  # about a third more for aspect ratios
-        processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # each process under torchrun holds its own copy
-        if estimate * processes > MEMORY_SHARE * memory_bytes():
-            raise UserError(
-                f"data.cache=memory would hold about {estimate * processes / 2**30:.1f} GiB of images, more than half "
-                "of this machine's memory: use data.cache=none"
-            )
+        refuse_if_too_big(len(folder) * 3 * side * side * 4 // 3)  # about a third more for aspect ratios
         resize = v2.Compose([v2.ToImage(), v2.Resize(side, antialias=True), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]
         self.images = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]

@@ -36,6 +36,7 @@ class DataConfig:
     crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
     cache: str = "none"  # none | memory: decode every image once and keep it (small data sets)
+    pipeline: str = "auto"  # auto | batch: crop and flip whole batches on the device | sample: per image
     on_bad_file: str = "error"  # error: stop and name an unreadable file | skip: leave such files out, listed
     auto_augment: str = "none"  # none | trivialaugment | randaugment | autoaugment, after crop and flip
     random_erasing: float = 0.0  # probability of erasing a random rectangle of each training image
@@ -117,6 +118,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.format": ("image", "npy"),
     "data.on_bad_file": ("error", "skip"),
     "data.cache": ("none", "memory"),
+    "data.pipeline": ("auto", "batch", "sample"),
     "data.auto_augment": ("none", "trivialaugment", "randaugment", "autoaugment"),
     "data.sampler": ("uniform", "balanced"),
     "optim.class_weights": ("none", "balanced"),

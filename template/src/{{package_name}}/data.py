@@ -25,6 +25,7 @@ from .cache import MemoryCache
 from .config import Config, DataConfig
 from .distributed import World
 from .errors import UserError
+from .pipeline import SquareImages, batch_path, keep_batch, square_images
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -135,8 +136,12 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
             f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
         )
     align_classes(val_set, train_set.class_to_idx)
+    if batch_path(cfg.data):  # training images as uint8 squares, cropped and flipped later per batch
+        train_set = square_images(train_set, cfg.data, progress)  # type: ignore[assignment]
+    elif cfg.data.cache == "memory":
+        train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
     if cfg.data.cache == "memory":
-        return MemoryCache(train_set, cfg.data, progress), MemoryCache(val_set, cfg.data, progress)  # type: ignore[return-value]
+        val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
     return train_set, val_set
 
 
@@ -324,9 +329,11 @@ def build_loader(
     sampler: Sampler = (
         ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
     )
+    squares = isinstance(dataset, SquareImages)  # the batch path: nothing random per sample, batches come stacked
     return DataLoader(
-        SeededSamples(dataset, cfg.train.seed) if train else dataset,
+        SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,
+        collate_fn=keep_batch if squares else None,
         sampler=sampler,
         num_workers=workers,
         pin_memory=device.type == "cuda",

@@ -25,6 +25,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
+from .augment import BatchAugment
 from .checkpoint import (
     FORMAT_VERSION,
     find_resume_state,
@@ -58,6 +59,7 @@ from .holdout import evaluate_test_split
 from .mixing import BatchMixer
 from .model import build_model
 from .optim import build_optimizer, build_scheduler
+from .pipeline import batch_path
 from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
@@ -146,6 +148,8 @@ class Trainer:
         self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world)
         self.batches_per_epoch = len(self.train_loader)
+        # data.pipeline: batch: random crops and flips of whole batches, on the training device (augment.py).
+        self.augment = BatchAugment(cfg, self.world.rank, self.compute.layout) if batch_path(cfg.data) else None
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.assemble(train_set)
         self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
@@ -362,6 +366,7 @@ class Trainer:
             bar = tqdm(self.train_loader, f"epoch {epoch}", disable=not self.progress_bars, leave=False)
             for images, targets in bar:
                 images, targets = self.compute.batch(images, targets)
+                images = self.augment(images, epoch, totals.batches) if self.augment else images  # data.pipeline
                 inputs, labels = self.mixer(images, targets, epoch, totals.batches) if self.mixer else (images, targets)
                 last = totals.batches + 1 == self.batches_per_epoch
                 update = last or (totals.batches + 1) % accumulate == 0  # the optimizer steps after N batches

@@ -1,0 +1,87 @@
+"""Random resized crop and horizontal flip of a whole training batch, in one call on the training device.
+
+The loader delivers uint8 squares (``pipeline.py``); here every image of the
+batch gets its own crop box and flip, drawn as torchvision's
+``RandomResizedCrop`` and ``RandomHorizontalFlip`` draw them, from a generator
+seeded by (seed, epoch, batch, process). One ``F.affine_grid`` +
+``F.grid_sample`` call then resamples the whole batch; on CUDA that runs on
+the GPU. A resumed run, and a run with any number of loader workers, sees the
+same pixels as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .config import Config
+from .data import sample_seed
+
+RATIO = (3 / 4, 4 / 3)  # RandomResizedCrop's default range of aspect ratios
+TRIES = 10  # RandomResizedCrop's attempts before it falls back to the whole image
+
+
+def crop_boxes(generator: torch.Generator, count: int, side: int, scale: tuple[float, float]) -> torch.Tensor:
+    """``count`` boxes (top, left, height, width) in a ``side`` x ``side`` image, as RandomResizedCrop draws them.
+
+    Vectorized by hand (torchvision draws one box at a time, in Python): every
+    attempt is drawn at once and the first that fits is kept, which gives the
+    same distribution as stopping at it. The fallback is the whole image, as
+    torchvision's is for a square.
+    """
+    area = torch.empty(count, TRIES).uniform_(scale[0], scale[1], generator=generator) * side * side
+    log_ratio = torch.empty(count, TRIES).uniform_(math.log(RATIO[0]), math.log(RATIO[1]), generator=generator)
+    width = torch.sqrt(area * torch.exp(log_ratio)).round()  # round half to even, as Python's round()
+    height = torch.sqrt(area / torch.exp(log_ratio)).round()
+    fits = (width > 0) & (width <= side) & (height > 0) & (height <= side)
+    first = fits.int().argmax(1, keepdim=True)  # the first attempt that fits (0 when none does)
+    found = fits.any(1)
+    width = torch.where(found, width.gather(1, first).squeeze(1), float(side))
+    height = torch.where(found, height.gather(1, first).squeeze(1), float(side))
+    where = torch.rand(count, 2, generator=generator)  # uniform over the positions the box can take
+    top = torch.where(found, (where[:, 0] * (side - height + 1)).floor(), 0.0)
+    left = torch.where(found, (where[:, 1] * (side - width + 1)).floor(), 0.0)
+    return torch.stack([top, left, height, width], 1)
+
+
+def crop_matrices(boxes: torch.Tensor, flips: torch.Tensor, side: int) -> torch.Tensor:
+    """The (N, 2, 3) affine matrices that map each output image onto its box, mirrored where ``flips``.
+
+    ``F.affine_grid`` with ``align_corners=False`` measures from pixel edges:
+    a box [left, left + width) spans [2 left / side - 1, 2 (left + width) / side - 1].
+    """
+    top, left, height, width = boxes.unbind(1)
+    theta = torch.zeros(len(boxes), 2, 3)
+    theta[:, 0, 0] = torch.where(flips, -width, width) / side
+    theta[:, 0, 2] = (2 * left + width) / side - 1
+    theta[:, 1, 1] = height / side
+    theta[:, 1, 2] = (2 * top + height) / side - 1
+    return theta
+
+
+class BatchAugment:
+    """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
+
+    def __init__(self, cfg: Config, rank: int, layout: torch.memory_format) -> None:
+        self.size, self.random = cfg.data.image_size, cfg.data.augment
+        self.scale = (cfg.data.crop_scale_min, 1.0)
+        self.seed, self.rank, self.layout = cfg.train.seed, rank, layout
+        self.generator = torch.Generator()  # one object, reseeded per batch: nothing to allocate per step
+
+    def __call__(self, images: torch.Tensor, epoch: int, batch: int) -> torch.Tensor:
+        """uint8 squares in, the model's input out: floats in [0, 1] (random crops) or uint8 (center crops)."""
+        side = images.shape[-1]
+        if not self.random:
+            top = round((side - self.size) / 2)  # CenterCrop's rounding, as evaluation crops
+            return images[..., top : top + self.size, top : top + self.size]
+        # Its own stream: BatchMixer seeds (seed, -epoch, batch) itself; the rank gives each process other crops.
+        self.generator.manual_seed(sample_seed(sample_seed(self.seed, -epoch, batch), self.rank, 1))
+        boxes = crop_boxes(self.generator, len(images), side, self.scale)
+        flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
+        theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)
+        grid = F.affine_grid(theta, [len(images), images.shape[1], self.size, self.size], align_corners=False)
+        # Bilinear, as RandomResizedCrop; its antialiasing is left out: crops shrink by at most side / size.
+        crops = F.grid_sample(images.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
+        return crops.div_(255).contiguous(memory_format=self.layout)

@@ -1,0 +1,134 @@
+"""``data.pipeline``: the way training images take from their files to the model.
+
+``sample``: torchvision's transforms run per image in the loader, each seeded
+by (seed, epoch, index); every augmentation is possible there.
+``batch``: each image is decoded once to a uint8 square (the evaluation
+resize, center-cropped to a square), in the loader or once for the whole run
+(``data.cache: memory``); random crops and flips are then made for the whole
+batch on the training device (``augment.py``). On a few CPU cores this is the
+difference between feeding the model and starving it (benchmarks/throughput.py).
+``auto`` takes ``batch`` whenever it gives the same recipe.
+Evaluation images take the per-sample path either way: their pixels do not change.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+from torchvision import datasets
+from torchvision.io import ImageReadMode, decode_image
+from torchvision.transforms.v2 import functional as TF
+from tqdm import tqdm
+
+from . import extensions
+from .cache import refuse_if_too_big
+from .config import DataConfig
+from .errors import UserError
+
+# torchvision.io decodes these faster than PIL, to the same pixels (PNG 1.1-1.3x, JPEG 1.8-2.4x on a 2-core CPU).
+TENSOR_DECODED = (".png", ".jpg", ".jpeg")
+
+
+def per_sample_reason(cfg: DataConfig) -> str | None:
+    """What only the per-sample path can apply; None when the batch path gives the same recipe."""
+    if cfg.format != "image":
+        return f"data.format={cfg.format}"
+    if getattr(cfg, "auto_augment", "none") != "none":
+        return f"data.auto_augment={cfg.auto_augment}"
+    if getattr(cfg, "random_erasing", 0.0) > 0:
+        return f"data.random_erasing={cfg.random_erasing}"
+    if cfg.augment and extensions.extra_train_transforms():
+        return "extensions.extra_train_transforms()"
+    return None
+
+
+def batch_path(cfg: DataConfig) -> bool:
+    """Whether training images take the batch path; ``batch`` with a per-sample recipe is refused."""
+    if cfg.pipeline == "sample":
+        return False
+    reason = per_sample_reason(cfg)
+    if reason and cfg.pipeline == "batch":
+        raise UserError(f"data.pipeline=batch cannot apply {reason}, which works per image: set data.pipeline=auto")
+    return reason is None
+
+
+def square_side(cfg: DataConfig) -> int:
+    return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
+
+
+def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
+    """uint8 (3, H, W): torchvision.io where it is faster, else (and for what it refuses) the PIL loader."""
+    if path.lower().endswith(TENSOR_DECODED):
+        try:
+            with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders in favour of TorchCodec
+                warnings.simplefilter("ignore", DeprecationWarning)
+                image = decode_image(path, mode=ImageReadMode.RGB)
+            if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: PIL converts it as before
+                return image
+        except RuntimeError:
+            pass  # e.g. a damaged file: the PIL loader reads it or stops with its name
+    return TF.pil_to_tensor(fallback(path))
+
+
+class SquareImages(Dataset):
+    """A folder's training images as uint8 squares, decoded when asked; whole batches at once.
+
+    Keys are the sampler's (epoch, index, draw): nothing random happens here.
+    """
+
+    def __init__(self, folder: datasets.DatasetFolder, side: int) -> None:
+        self.samples, self.loader, self.side = list(folder.samples), folder.loader, side
+        self.targets = list(folder.targets)
+        self.classes, self.class_to_idx, self.root = folder.classes, folder.class_to_idx, folder.root
+        self.labels = torch.as_tensor(self.targets, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def image(self, index: int) -> torch.Tensor:
+        image = decode_rgb(self.samples[index][0], self.loader)
+        image = TF.resize(image, [self.side], antialias=True)  # shorter side, exactly as evaluation resizes
+        return TF.center_crop(image, [self.side, self.side])
+
+    def __getitem__(self, key: tuple[int, int, int]) -> tuple[torch.Tensor, int]:
+        return self.image(key[1]), self.targets[key[1]]
+
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """DataLoader asks for a whole batch at once: one stacked uint8 tensor, no per-sample collation."""
+        indices = [key[1] for key in keys]
+        return torch.stack([self.image(index) for index in indices]), self.labels[indices]
+
+
+class SquareCache(SquareImages):
+    """``data.cache: memory`` on the batch path: every square decoded once, in one uint8 tensor.
+
+    3 x side x side bytes per image: 15,987 at image_size 64 (side 73), 196,608 at 224 (side 256).
+    """
+
+    def __init__(self, folder: datasets.DatasetFolder, side: int, progress: bool = False) -> None:
+        super().__init__(folder, side)
+        refuse_if_too_big(len(self.samples) * 3 * side * side)
+        self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
+        for index in tqdm(range(len(self.samples)), desc="caching", disable=not progress):
+            self.images[index] = super().image(index)
+
+    def image(self, index: int) -> torch.Tensor:
+        return self.images[index]
+
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        indices = torch.as_tensor([key[1] for key in keys])
+        return self.images[indices], self.labels[indices]  # one gather for the whole batch
+
+
+def square_images(folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> SquareImages:
+    side = square_side(cfg)
+    return SquareCache(folder, side, progress) if cfg.cache == "memory" else SquareImages(folder, side)
+
+
+def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The DataLoader's collate_fn for ``SquareImages``, whose batches come stacked already."""
+    return batch
