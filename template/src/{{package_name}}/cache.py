@@ -24,10 +24,21 @@ from .config import DataConfig
 from .errors import UserError
 
 MEMORY_SHARE = 0.5  # of the machine's memory, at most
+AUTO_SHARE = 0.25  # data.cache: auto keeps the images when they take at most this share; larger sets stream
 
 
 def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def keeps_in_memory(cfg: DataConfig, images: int) -> bool:
+    """``memory``; or ``auto``, when the decoded images take at most a quarter of this machine's memory."""
+    if cfg.cache != "auto":
+        return cfg.cache == "memory"
+    side = round(cfg.image_size / cfg.eval_crop_ratio)
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # each process under torchrun holds its own copy
+    estimate = images * 3 * side * side * 4 // 3  # uint8, about a third more for aspect ratios
+    return cfg.format == "image" and estimate * processes <= AUTO_SHARE * memory_bytes()
 
 
 def refuse_if_too_big(estimate: int) -> None:
@@ -50,7 +61,7 @@ class MemoryCache(Dataset):
         paths = [path for path, _ in folder.samples]
         self.images = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
         self.transform = folder.transform
-        self.targets = list(folder.targets)
+        self.samples, self.targets = list(folder.samples), list(folder.targets)  # (path, class) as the folder has them
         self.classes = folder.classes
         self.class_to_idx = folder.class_to_idx
         self.root = folder.root

@@ -21,7 +21,7 @@ from torchvision.transforms import v2
 
 from . import extensions
 from .bad_files import check_headers, check_link_loops, check_strays, checked, drop_unreadable, extension_list
-from .cache import MemoryCache
+from .cache import MemoryCache, keeps_in_memory
 from .config import Config, DataConfig
 from .distributed import World
 from .errors import UserError
@@ -136,11 +136,13 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
             f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
         )
     align_classes(val_set, train_set.class_to_idx)
+    memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     if batch_path(cfg.data):  # training images as uint8 squares, cropped and flipped later per batch
-        train_set = square_images(train_set, cfg.data, progress)  # type: ignore[assignment]
-    elif cfg.data.cache == "memory":
+        workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
+        train_set = square_images(train_set, cfg.data, memory, workers, progress)  # type: ignore[assignment]
+    elif memory:
         train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
-    if cfg.data.cache == "memory":
+    if memory:
         val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
     return train_set, val_set
 

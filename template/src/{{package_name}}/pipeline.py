@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms.v2 import functional as TF
@@ -31,6 +31,7 @@ from .errors import UserError
 
 # torchvision.io decodes these faster than PIL, to the same pixels (PNG 1.1-1.3x, JPEG 1.8-2.4x on a 2-core CPU).
 TENSOR_DECODED = (".png", ".jpg", ".jpeg")
+FILL_BATCH = 64  # images per batch while data.cache fills
 
 
 def per_sample_reason(cfg: DataConfig) -> str | None:
@@ -94,8 +95,9 @@ class SquareImages(Dataset):
         image = TF.resize(image, [self.side], antialias=True)  # shorter side, exactly as evaluation resizes
         return TF.center_crop(image, [self.side, self.side])
 
-    def __getitem__(self, key: tuple[int, int, int]) -> tuple[torch.Tensor, int]:
-        return self.image(key[1]), self.targets[key[1]]
+    def __getitem__(self, key: int | tuple[int, int, int]) -> tuple[torch.Tensor, int]:
+        index = key if isinstance(key, int) else key[1]  # an index, or the training sampler's key
+        return self.image(index), self.targets[index]
 
     def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """DataLoader asks for a whole batch at once: one stacked uint8 tensor, no per-sample collation."""
@@ -109,12 +111,16 @@ class SquareCache(SquareImages):
     3 x side x side bytes per image: 15,987 at image_size 64 (side 73), 196,608 at 224 (side 256).
     """
 
-    def __init__(self, folder: datasets.DatasetFolder, side: int, progress: bool = False) -> None:
+    def __init__(self, folder: datasets.DatasetFolder, side: int, workers: int = 0, progress: bool = False) -> None:
         super().__init__(folder, side)
         refuse_if_too_big(len(self.samples) * 3 * side * side)
         self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
-        for index in tqdm(range(len(self.samples)), desc="caching", disable=not progress):
-            self.images[index] = super().image(index)
+        streamed = SquareImages(folder, side)  # decoded by as many loader processes as training would use
+        keys = [(0, index, index) for index in range(len(self.samples))]
+        batches = DataLoader(streamed, batch_size=FILL_BATCH, sampler=keys, num_workers=workers, collate_fn=keep_batch)
+        starts = range(0, len(keys), FILL_BATCH)
+        for start, (images, _) in zip(starts, tqdm(batches, "caching", disable=not progress), strict=True):
+            self.images[start : start + len(images)] = images
 
     def image(self, index: int) -> torch.Tensor:
         return self.images[index]
@@ -124,9 +130,11 @@ class SquareCache(SquareImages):
         return self.images[indices], self.labels[indices]  # one gather for the whole batch
 
 
-def square_images(folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> SquareImages:
+def square_images(
+    folder: datasets.DatasetFolder, cfg: DataConfig, memory: bool, workers: int = 0, progress: bool = False
+) -> SquareImages:
     side = square_side(cfg)
-    return SquareCache(folder, side, progress) if cfg.cache == "memory" else SquareImages(folder, side)
+    return SquareCache(folder, side, workers, progress) if memory else SquareImages(folder, side)
 
 
 def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

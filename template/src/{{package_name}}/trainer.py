@@ -67,6 +67,7 @@ from .run_lock import RunLock
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, preflight, track
 
+CURVES_EVERY = 30.0  # seconds between drawings of curves.png; the first and last epochs always draw
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
 
 
@@ -158,6 +159,7 @@ class Trainer:
         self.grid_pending = self.world.is_main and not (self.out_dir / "train_batch.png").exists()
         self.curves_note: str | None = None
         self.tracker: MlflowRun | None = None  # MLflow, set by train() on the main process with train.mlflow
+        self.curves_drawn, self.curves_stale = -math.inf, False  # when curves.png was last drawn; never yet
 
     def assemble(self, train_set: Any) -> None:
         """The model, its wrappers and average, and what an optimizer step needs (P9, P12, P14)."""
@@ -459,12 +461,22 @@ class Trainer:
             self.board.epoch(row, {g["name"]: g["lr"] for g in self.parts.optimizer.param_groups})
         if self.tracker is not None:
             self.tracker.epoch(row)  # once per epoch, at its end: a resumed run never logs a step twice
+        self.curves_stale = True
+        last = row["epoch"] == self.cfg.train.epochs or "stop_reason" in row  # before MLflow takes the files
+        if last or time.perf_counter() - self.curves_drawn >= CURVES_EVERY:  # a drawing costs 0.2 s: not every epoch
+            self.draw_curves()
+
+    def draw_curves(self) -> None:
+        self.curves_drawn, self.curves_stale = time.perf_counter(), False
         note = draw_curves(self.metrics.rows(), self.out_dir / "curves.png", self.metrics.resumes())
         if note and not self.curves_note:
             self.curves_note = note
             self.say(f"note: no curves.png: {note}")
 
     def close(self) -> None:
+        """However the run ends (finished, stopped, failed), curves.png shows every epoch it finished."""
+        if self.curves_stale:
+            self.draw_curves()
         if self.board is not None:
             self.board.close()
         self.lock.release()
