@@ -3,8 +3,8 @@
 The loader delivers uint8 squares (``pipeline.py``); here every image of the
 batch gets its own crop box and flip, drawn as torchvision's
 ``RandomResizedCrop`` and ``RandomHorizontalFlip`` draw them, from a generator
-seeded by (seed, epoch, batch, process). One ``F.affine_grid`` +
-``F.grid_sample`` call then resamples the whole batch; on CUDA that runs on
+seeded by (seed, epoch, batch, process). One ``F.grid_sample`` call (on the
+grid ``F.affine_grid`` would make) then resamples the whole batch; on CUDA that runs on
 the GPU. A resumed run, and a run with any number of loader workers, sees the
 same pixels as an uninterrupted one.
 """
@@ -61,6 +61,20 @@ def crop_matrices(boxes: torch.Tensor, flips: torch.Tensor, side: int) -> torch.
     return theta
 
 
+def crop_grid(theta: torch.Tensor, size: int) -> torch.Tensor:
+    """``F.affine_grid(theta, [N, C, size, size], align_corners=False)``, for matrices without rotation or shear.
+
+    Written out per axis (x depends on the column only, y on the row only):
+    on a 2-core CPU 7x faster than affine_grid's batched matrix product (60 us
+    against 450 us for 32 images of 64 px), which was 2% of a small model's step.
+    """
+    centers = (torch.arange(size, device=theta.device, dtype=theta.dtype) * 2 + 1) / size - 1  # pixel centers
+    grid = torch.empty(len(theta), size, size, 2, device=theta.device, dtype=theta.dtype)
+    grid[..., 0] = theta[:, 0, 0, None, None] * centers[None, None, :] + theta[:, 0, 2, None, None]
+    grid[..., 1] = theta[:, 1, 1, None, None] * centers[None, :, None] + theta[:, 1, 2, None, None]
+    return grid
+
+
 class BatchAugment:
     """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
 
@@ -81,7 +95,7 @@ class BatchAugment:
         boxes = crop_boxes(self.generator, len(images), side, self.scale)
         flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
         theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)
-        grid = F.affine_grid(theta, [len(images), images.shape[1], self.size, self.size], align_corners=False)
+        grid = crop_grid(theta, self.size)  # as F.affine_grid(theta, ..., align_corners=False) makes it
         # Bilinear, as RandomResizedCrop; its antialiasing is left out: crops shrink by at most side / size.
         crops = F.grid_sample(images.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
         return crops.div_(255).contiguous(memory_format=self.layout)
