@@ -220,9 +220,14 @@ class Trainer:
             if note:
                 self.say(f"note: {note}")
         totals = self.unfinished_epoch(path, state)
-        progress = Progress(state["epoch"], state["global_step"], state["best_metric"], state.get("bad_epochs", 0))
-        progress.totals = totals
-        progress.mlflow_run_id = state.get("mlflow_run_id")  # with train.mlflow: continue that MLflow run
+        progress = Progress(
+            epoch=state["epoch"],
+            step=state["global_step"],
+            best_metric=state["best_metric"],
+            bad_epochs=state.get("bad_epochs", 0),
+            totals=totals,
+            mlflow_run_id=state.get("mlflow_run_id"),  # with train.mlflow: continue that MLflow run
+        )
         set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
@@ -442,8 +447,9 @@ class Trainer:
         improved = val["val_acc"] > progress.best_metric + self.cfg.train.early_stopping_min_delta
         progress.bad_epochs = 0 if improved else progress.bad_epochs + 1
         progress.best_metric = max(progress.best_metric, val["val_acc"])
-        if self.early_stop_reason(progress):
-            row["stop_reason"] = self.early_stop_reason(progress)
+        reason = self.early_stop_reason(progress)
+        if reason:
+            row["stop_reason"] = reason
         self.save(progress, is_best=is_best)
         if self.world.is_main:
             self.report(row)
