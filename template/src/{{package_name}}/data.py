@@ -299,9 +299,30 @@ def sample_weights(dataset: Any) -> torch.Tensor:
 
 
 def ignore_stop_signals(worker_id: int) -> None:
-    """Ctrl-C and SIGTERM are for the main process, which checkpoints and then stops the workers."""
+    """Ctrl-C and SIGTERM are for the main process, which checkpoints and then stops the workers.
+
+    Because the workers ignore SIGTERM, multiprocessing's exit handler (which
+    ends daemon children with SIGTERM and then joins them) would wait for
+    persistent workers forever: ``stop_workers`` ends them first.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def stop_workers(loader: DataLoader) -> None:
+    """End a loader's persistent workers now, on every way out of a run (done, error, stop).
+
+    DataLoader has no public call for this; dropping its iterator runs the
+    iterator's own shutdown (a sentinel to each worker, then join), which the
+    workers obey whatever signals they ignore.
+    """
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None:
+        # Only a multi-process iterator has workers to end; a single-process one holds nothing.
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        loader._iterator = None
 
 
 def loader_workers(setting: int | str, world: World) -> int:
@@ -318,12 +339,18 @@ def loader_workers(setting: int | str, world: World) -> int:
 
 
 def build_loader(
-    dataset: Dataset, cfg: Config, device: torch.device, train: bool, world: World | None = None
+    dataset: Dataset,
+    cfg: Config,
+    device: torch.device,
+    train: bool,
+    world: World | None = None,
+    persistent: bool = False,
 ) -> DataLoader:
     """Training batches in the resumable (seed, epoch) order; evaluation in file order.
 
     Under torchrun each process loads its own shard (P14); ``data.batch_size``
-    is per process.
+    is per process. ``persistent`` keeps the workers between passes (a
+    training run's epochs); whoever asks for it calls ``stop_workers`` at the end.
     """
     world = world or World()
     workers = loader_workers(cfg.data.num_workers, world)
@@ -339,7 +366,7 @@ def build_loader(
         sampler=sampler,
         num_workers=workers,
         pin_memory=device.type == "cuda",
-        persistent_workers=workers > 0,
+        persistent_workers=persistent and workers > 0,
         drop_last=train and len(sampler) > cfg.data.batch_size,
         worker_init_fn=ignore_stop_signals,
         # Each worker's torch, random and NumPy seeds derive from this generator

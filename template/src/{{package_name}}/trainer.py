@@ -39,7 +39,7 @@ from .checkpoint import (
     set_rng_state,
 )
 from .config import Config
-from .data import balanced_class_weights, build_datasets, build_loader
+from .data import balanced_class_weights, build_datasets, build_loader, stop_workers
 from .device import Compute, configure_backends, memory_format, nondeterminism_error, resolve_precision, select_device
 from .distributed import (
     World,
@@ -146,8 +146,9 @@ class Trainer:
             self.lock.acquire()  # one run per out_dir, released by the kernel however this process ends
         self.provenance = provenance(train_set, val_set)
         self.classes = list(train_set.classes)
-        self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world)
-        self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world)
+        # Persistent workers live across epochs; close() ends them on every way out of the run.
+        self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world, persistent=True)
+        self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.batches_per_epoch = len(self.train_loader)
         # data.pipeline: batch: random crops and flips of whole batches, on the training device (augment.py).
         self.augment = BatchAugment(cfg, self.world.rank, self.compute.layout) if batch_path(cfg.data) else None
@@ -480,12 +481,17 @@ class Trainer:
             self.say(f"note: no curves.png: {note}")
 
     def close(self) -> None:
-        """However the run ends (finished, stopped, failed), curves.png shows every epoch it finished."""
-        if self.curves_stale:
-            self.draw_curves()
-        if self.board is not None:
-            self.board.close()
-        self.lock.release()
+        """However the run ends (finished, stopped, failed): curves.png shows every epoch it finished, and
+        the loader workers end (they ignore SIGTERM, so the interpreter's exit would wait for them forever)."""
+        try:
+            if self.curves_stale:
+                self.draw_curves()
+            if self.board is not None:
+                self.board.close()
+        finally:
+            stop_workers(self.train_loader)
+            stop_workers(self.val_loader)
+            self.lock.release()
 
 
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
