@@ -6,12 +6,17 @@ here as 32x32 PNGs in train/val/test folders). Needs ``pip install
 scikit-learn`` beside the dev environment; nothing is downloaded.
 
     .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--out .bench/recipe_accuracy.json]
+
+``--quick`` (one epoch on 40 shapes a class, digits only where scikit-learn
+is installed) only checks that the benchmark still runs; the test suite
+calls it so.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -68,7 +73,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
+    parser.add_argument("--quick", action="store_true", help="one epoch on little data: checks that it runs")
     args = parser.parse_args()
+    epochs = 1 if args.quick else args.epochs
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / PACKAGE
@@ -83,12 +90,14 @@ def main() -> None:
         )
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module(f"{PACKAGE}.sample_data")
-        datasets = {"shapes": (sample.write_sample_data(Path(tmp) / "shapes"), 64), "digits": (None, 32)}
-        datasets["digits"] = (write_digits(Path(tmp) / "digits"), 32)
+        per_class = (40, 10) if args.quick else (200, 50)
+        datasets = {"shapes": (sample.write_sample_data(Path(tmp) / "shapes", *per_class), 64)}
+        if not args.quick or importlib.util.find_spec("sklearn") is not None:
+            datasets["digits"] = (write_digits(Path(tmp) / "digits"), 32)
         for name, (root, size) in datasets.items():
             for recipe in (None, "strong.yaml"):
                 out = Path(tmp) / f"run-{name}-{recipe or 'default'}"
-                result = {"data": name, **run(project, root, recipe, args.epochs, out, size)}
+                result = {"data": name, **run(project, root, recipe, epochs, out, size)}
                 print(json.dumps(result), flush=True)
                 results.append(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,9 @@ one's own photos), trains each setting for 15 epochs with the project's own
 largest validation loss (a spike means the lr was too high).
 
     .venv/bin/python benchmarks/small_data.py [--models simple_cnn,resnet18] [--out .bench/small_data.json]
+
+``--quick`` (the first setting, one epoch, simple_cnn) only checks that the
+benchmark still runs; the test suite calls it so.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ SETTINGS = [  # (optimizer, lr, warmup epochs)
 ]
 
 
-def run_setting(package: Any, data: Path, out: Path, model: str, setting: tuple[str, float, float]) -> dict[str, Any]:
+def run_setting(
+    package: Any, data: Path, out: Path, model: str, setting: tuple[str, float, float], epochs: int = 15
+) -> dict[str, Any]:
     optimizer, lr, warmup = setting
     overrides = [
-        f"data.root={data}", "data.batch_size=32", "train.epochs=15", "train.progress=false", f"model.name={model}",
+        f"data.root={data}", "data.batch_size=32", f"train.epochs={epochs}", "train.progress=false",
+        f"model.name={model}",
         f"optim.name={optimizer}", f"optim.lr={lr}", f"optim.warmup_epochs={warmup}",
         f"optim.weight_decay={0.0005 if optimizer == 'sgd' else 0.05}", f"train.out_dir={out}",
     ]  # fmt: skip
@@ -58,7 +64,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="simple_cnn,resnet18")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "small_data.json")
+    parser.add_argument("--quick", action="store_true", help="one setting, one epoch: checks that it runs")
     args = parser.parse_args()
+    settings, epochs = (SETTINGS[:1], 1) if args.quick else (SETTINGS, 15)
+    if args.quick:
+        args.models = "simple_cnn"
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
@@ -71,8 +81,8 @@ def main() -> None:
 
         root = write_sample_data(Path(tmp) / "data", train_per_class=40, val_per_class=10, image_size=64, seed=1)
         for model in args.models.split(","):
-            for number, setting in enumerate(SETTINGS):
-                result = run_setting(package, root, Path(tmp) / f"run-{model}-{number}", model, setting)
+            for number, setting in enumerate(settings):
+                result = run_setting(package, root, Path(tmp) / f"run-{model}-{number}", model, setting, epochs)
                 results.append(result)
                 print(
                     f"{model:<11} {result['optimizer']:<6} lr {result['lr']:<6} warmup {result['warmup_epochs']:<4} "

@@ -1,0 +1,48 @@
+"""Every benchmark still runs: its ``--quick`` mode (tiny sizes, seconds), so a refactor that breaks one fails here.
+
+The figures of a quick run mean nothing; what is checked is that each script
+runs to its end against this checkout's generated project and writes the
+rows it promises, with positive rates and accuracies in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import REPO
+
+
+def run_benchmark(script: str, out: Path, *args: str) -> object:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--quick", "--out", str(out), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, f"{script} --quick failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return json.loads(out.read_text())
+
+
+def test_recipe_accuracy_quick(tmp_path: Path) -> None:
+    rows = run_benchmark("recipe_accuracy.py", tmp_path / "recipe.json")
+    assert isinstance(rows, list)
+    assert {(row["data"], row["recipe"]) for row in rows} >= {("shapes", "default"), ("shapes", "strong.yaml")}
+    for row in rows:
+        assert 0.0 <= row["best_val_acc"] <= 1.0 and row["seconds_per_epoch"] > 0
+
+
+def test_small_data_quick(tmp_path: Path) -> None:
+    rows = run_benchmark("small_data.py", tmp_path / "small.json")
+    assert isinstance(rows, list) and len(rows) == 1
+    assert 0.0 <= rows[0]["best_val_acc"] <= 1.0 and rows[0]["max_val_loss"] > 0
+
+
+def test_versus_quick(tmp_path: Path) -> None:
+    report = run_benchmark("versus.py", tmp_path / "versus.json", "HEAD", "HEAD")
+    assert isinstance(report, dict)
+    assert len(report["ratios"]) == 1 and report["ratios"][0] > 0
+    assert all(rate > 0 for rates in report["rates"].values() for rate in rates)
