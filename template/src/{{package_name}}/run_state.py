@@ -124,16 +124,25 @@ class RunParts:
 
 
 def prepare_out_dir(out_dir: Path) -> None:
-    """Check that the folder can be written; drop temporary files of writes a crash cut short."""
+    """Check that the folder can be written (before the run lock, whose file goes there)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".write-test"
         probe.write_bytes(b"")
         probe.unlink()
-        for stale in out_dir.glob(".*.pt.*tmp"):
-            stale.unlink()
     except OSError as exc:
         raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
+
+
+def drop_partial_writes(out_dir: Path) -> None:
+    """Remove the temporary files of checkpoint writes a crash cut short.
+
+    Only while holding the run lock: a run still alive in the folder has its
+    own write in progress under the same kind of name, and removing it would
+    make that run's checkpoint fail.
+    """
+    for stale in out_dir.glob(".*.pt.*tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:

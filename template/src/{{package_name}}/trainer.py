@@ -52,7 +52,7 @@ from .outputs import build_outputs
 from .preemption import GracefulStop, Preempted
 from .provenance import provenance
 from .run_lock import RunLock
-from .run_state import Progress, RunParts, RunState, prepare_out_dir
+from .run_state import Progress, RunParts, RunState, drop_partial_writes, prepare_out_dir
 from .tracking import preflight
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
@@ -119,6 +119,7 @@ class Trainer:
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             prepare_out_dir(self.out_dir)
             self.lock.acquire()  # one run per out_dir, released by the kernel however this process ends
+            drop_partial_writes(self.out_dir)  # after the lock: a live run's write in progress looks the same
         record = provenance(train_set, val_set)  # where the run's code and data came from: in every checkpoint
         self.classes = list(train_set.classes)
         self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
