@@ -36,21 +36,21 @@ def measure(package: str, data: Path, out: Path, model: str, repeats: int) -> di
     cfg = config.load_config(None, [f"data.root={data}", f"model.name={model}", f"train.out_dir={out / model}",
                                     "train.epochs=1", "train.progress=false", "train.keep_last=0"])  # fmt: skip
     trainer = trainer_module.Trainer(cfg)
-    progress = trainer.restore(None)
-    trainer.train_loader.sampler.set_epoch(1)
+    progress = trainer.state.restore(None)
+    trainer.batches.set_epoch(1)
     start = time.perf_counter()
-    totals = progress.totals = engine.EpochTotals.zeros(trainer.device)  # a mid-epoch checkpoint holds the sums
+    totals = progress.totals = engine.EpochTotals.zeros(trainer.compute.device)  # a mid-epoch checkpoint holds the sums
     trainer.wrapped.train()
-    for images, targets in trainer.train_loader:  # the batch loop of Trainer.fit, without its decisions
-        images, targets = trainer.compute.batch(images, targets)
-        loss, logits = engine.train_step(trainer.wrapped, images, targets, trainer.parts, trainer.compute)
+    for inputs, labels, targets in trainer.batches:  # the batch loop of Trainer.fit, without its decisions
+        loss, logits = engine.train_step(trainer.wrapped, inputs, labels, trainer.parts, trainer.compute, cfg.train)
         totals.add(loss, logits, targets)
     epoch_seconds = time.perf_counter() - start
     saves = []
     for _ in range(repeats):
         start = time.perf_counter()
-        path = trainer.save(progress)
+        path = trainer.state.save(progress)
         saves.append(time.perf_counter() - start)
+    trainer.close("FINISHED")
     save_seconds = statistics.median(saves)
     step_seconds = epoch_seconds / trainer.steps_per_epoch
     return {

@@ -9,7 +9,7 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep"""
+inference checkpoint distributed reporting errors tracking sweep run_state batches outputs"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",

@@ -1,9 +1,11 @@
-"""Checkpoints: state_dicts and plain values only, written atomically (P7).
+"""Checkpoint files: state_dicts and plain values only, written atomically (P7).
 
-A checkpoint is a dict that loads with ``torch.load(path, map_location="cpu",
-weights_only=True)``: ``model`` (unwrapped, unprefixed), ``optimizer``,
-``scheduler``, ``scaler``, ``epoch``, ``global_step``, ``best_metric``,
-``rng``, ``classes``, ``config`` and ``format_version``.
+The file-level mechanics: atomic writes, ``last.pt`` and the numbered files
+``train.keep_last`` keeps, safe reads, wrapper prefixes and the random
+generators' state. A checkpoint is a dict that loads with
+``torch.load(path, map_location="cpu", weights_only=True)``; which keys a run
+checkpoint holds (19 of them, ``format_version`` 1) is written down once, in
+``run_state.py``, beside the code that saves and restores them.
 """
 
 from __future__ import annotations

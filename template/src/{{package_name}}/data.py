@@ -25,7 +25,7 @@ from .cache import MemoryCache, keeps_in_memory
 from .config import Config, DataConfig
 from .distributed import World
 from .errors import UserError
-from .pipeline import SquareImages, batch_path, keep_batch, square_images
+from .pipeline import batch_path, keep_batch, on_batch_path, square_images
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -137,7 +137,8 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
         )
     align_classes(val_set, train_set.class_to_idx)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
-    if batch_path(cfg.data):  # training images as uint8 squares, cropped and flipped later per batch
+    # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
+    if batch_path(cfg.data):
         workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
         train_set = square_images(train_set, cfg.data, memory, workers, progress)  # type: ignore[assignment]
     elif memory:
@@ -358,7 +359,7 @@ def build_loader(
     sampler: Sampler = (
         ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
     )
-    squares = isinstance(dataset, SquareImages)  # the batch path: nothing random per sample, batches come stacked
+    squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
     return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,

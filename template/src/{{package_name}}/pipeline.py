@@ -57,6 +57,11 @@ def batch_path(cfg: DataConfig) -> bool:
     return reason is None
 
 
+def on_batch_path(dataset: Dataset) -> bool:
+    """Whether ``build_datasets`` put this training set on the batch path: ``batch_path``'s decision, read back."""
+    return isinstance(dataset, SquareImages)
+
+
 def square_side(cfg: DataConfig) -> int:
     return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
 

@@ -7,9 +7,10 @@ at the end. The store is a SQLite database in the project (``mlflow.db``,
 browse it with ``mlflow ui --backend-store-uri sqlite:///mlflow.db``) unless
 ``MLFLOW_TRACKING_URI`` names another one, e.g. a team's server.
 
-The run id goes into the checkpoint, so ``--resume`` continues the same MLflow
-run; a row is logged once, when its epoch ends, so a resumed run never logs a
-step twice. The client API is used rather than ``mlflow.start_run``: no global
+The training run talks to MLflow through ``outputs.MlflowOutput``, whose run
+id goes into the checkpoint, so ``--resume`` continues the same MLflow run; a
+row is logged once, when its epoch ends, so a resumed run never logs a step
+twice. The client API is used rather than ``mlflow.start_run``: no global
 "active run", so a sweep can hold its own run while each trial logs to one
 nested under it.
 """
@@ -26,12 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
 from .optional import distribution_name, require
-from .preemption import Preempted
 from .provenance import git_commit, template_answers
 
 if TYPE_CHECKING:
     from .config import Config
-    from .trainer import Progress
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
@@ -60,32 +59,6 @@ def nested_under(parent_run_id: str, run_name: str) -> Iterator[None]:
         yield
     finally:
         _PARENT.reset(token)
-
-
-@contextlib.contextmanager
-def track(cfg: Config, progress: Progress, is_main: bool) -> Iterator[MlflowRun | None]:
-    """The training run's MLflow run around ``fit``, or None when tracking is off or on other processes.
-
-    Started after ``restore()``: a checkpoint's ``mlflow_run_id`` continues
-    that run, and a new run's id goes into ``progress`` and so into every
-    checkpoint. At the end the run's files are logged as artifacts, and the
-    run is marked FINISHED, KILLED (stopped to be resumed) or FAILED.
-    """
-    if not (is_main and enabled(cfg.train.mlflow)):
-        yield None
-        return
-    run = MlflowRun.start(cfg.to_dict(), progress.mlflow_run_id, name=cfg.train.out_dir)
-    progress.mlflow_run_id = run.run_id
-    status = "FAILED"
-    try:
-        yield run
-        status = "FINISHED"
-    except (Preempted, KeyboardInterrupt):
-        status = "KILLED"
-        raise
-    finally:
-        run.log_files(Path(cfg.train.out_dir))
-        run.finish(status)
 
 
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, str]:

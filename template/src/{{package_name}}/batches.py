@@ -1,0 +1,74 @@
+"""The training batches of an epoch, model-ready: loaded, on the device, augmented as a batch, mixed.
+
+``TrainingBatches`` is the one iterable ``Trainer.fit`` loops over. Each step
+of the way happens here, in this order:
+
+1. the loader (``data.py``): this process's shard in the (seed, epoch) order;
+   per-sample transforms on the per-sample path, uint8 squares on the batch path;
+2. the device (``Compute.batch``): asynchronous copies, the model's memory layout;
+3. on the batch path, crop and flip of the whole batch (``augment.BatchAugment``);
+4. with ``train.mixup_alpha`` / ``train.cutmix_alpha``, mixing (``mixing.BatchMixer``).
+
+Which path the training images take was decided once, by ``build_datasets``
+(``pipeline.batch_path``): here it is read back from the dataset. Every random
+draw comes from (seed, epoch, batch index, rank), so that a run resumed at
+batch N of an epoch sees exactly the batches an uninterrupted run saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from .augment import BatchAugment
+from .config import Config
+from .data import build_loader, stop_workers
+from .device import Compute
+from .distributed import World
+from .mixing import BatchMixer
+from .pipeline import on_batch_path
+
+
+class TrainingBatches:
+    """``for inputs, labels, targets in batches``: the model's input, the loss's labels (soft when mixing), the
+    hard labels (for accuracy and the sample grid). ``set_epoch`` before each epoch, as with a sampler."""
+
+    def __init__(
+        self, loader: DataLoader, compute: Compute, augment: BatchAugment | None, mixer: BatchMixer | None
+    ) -> None:
+        self.loader, self.compute, self.augment, self.mixer = loader, compute, augment, mixer
+        self.per_epoch = len(loader)  # batches in a whole epoch: asked before any set_epoch shortens it
+        self.epoch, self.start = 0, 0
+
+    @classmethod
+    def build(cls, train_set: Any, cfg: Config, world: World, compute: Compute) -> TrainingBatches:
+        """The loader and the batch-level steps the config asks for."""
+        # Persistent workers live across epochs; close() ends them on every way out of the run.
+        loader = build_loader(train_set, cfg, compute.device, train=True, world=world, persistent=True)
+        # The batch path: random crops and flips of whole batches, on the training device; its own rank's crops.
+        augment = BatchAugment(cfg, world.rank, compute.layout) if on_batch_path(train_set) else None
+        mixer = BatchMixer(cfg.train, len(train_set.classes)) if BatchMixer.wanted(cfg.train) else None
+        return cls(loader, compute, augment, mixer)
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Begin ``epoch`` at batch ``start``: a resumed epoch skips, in this process's shard, what it trained."""
+        self.epoch, self.start = epoch, start
+        self.loader.sampler.set_epoch(epoch, start=start * self.loader.batch_size)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return len(self.loader)  # what is left of the epoch after set_epoch's start
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        # The batch's index in the whole epoch (not in what is left of it) seeds its crops and its mixing.
+        for index, (images, targets) in enumerate(self.loader, start=self.start):
+            images, targets = self.compute.batch(images, targets)
+            images = self.augment(images, self.epoch, index) if self.augment is not None else images
+            inputs, labels = (images, targets) if self.mixer is None else self.mixer(images, targets, self.epoch, index)
+            yield inputs, labels, targets
+
+    def close(self) -> None:
+        """End the loader's persistent workers (they ignore SIGTERM: the interpreter's exit would wait forever)."""
+        stop_workers(self.loader)
