@@ -26,6 +26,7 @@ from .config import Config, DataConfig
 from .device import select_device
 from .distributed import World
 from .errors import UserError
+from .gpu_decode import EncodedImages, GpuDecoded
 from .pipeline import SquareCache, SquareImages, batch_path, keep_batch, square_images, square_side
 from .placement import Placement, choose, measured_facts
 from .prefetch import Prefetched, prefetches
@@ -144,14 +145,17 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     on_batch_path, device = batch_path(cfg.data), select_device(cfg.train.device, World().local_rank)
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
-    placement = choose(measured_facts(cfg.data.cache, len(train_set), image_bytes, on_batch_path, device, memory))
-    if on_batch_path:  # training images as uint8 squares, cropped and flipped later per batch
+    paths = [path for path, _ in train_set.samples]
+    placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, on_batch_path, device, memory))
+    if on_batch_path and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
+        train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
+    elif on_batch_path:  # training images as uint8 squares, cropped and flipped later per batch
         workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
-        kept = placement.where != "stream"
+        kept = placement.where in ("device", "memory")
         train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
-        train_set.placement = placement  # type: ignore[attr-defined]
     elif memory:
         train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
+    train_set.placement = placement  # type: ignore[attr-defined]
     if memory:
         val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
     return train_set, val_set
@@ -326,7 +330,7 @@ def stop_workers(loader: DataLoader) -> None:
     iterator's own shutdown (a sentinel to each worker, then join), which the
     workers obey whatever signals they ignore.
     """
-    loader = getattr(loader, "loader", loader)  # a Prefetched loader's own DataLoader
+    loader = getattr(loader, "loader", loader)  # the DataLoader inside Prefetched or GpuDecoded
     iterator = getattr(loader, "_iterator", None)
     if iterator is not None:
         # Only a multi-process iterator has workers to end; a single-process one holds nothing.
@@ -389,5 +393,7 @@ def build_loader(
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
+    if placement is not None and placement.where == "gpu-decode" and isinstance(dataset, EncodedImages):
+        return GpuDecoded(loader, device, dataset.side)  # type: ignore[return-value]
     # On CUDA, training batches come over on a side stream while the previous one computes (prefetch.py).
     return Prefetched(loader, device) if train and prefetches(device) else loader  # type: ignore[return-value]

@@ -93,6 +93,12 @@ def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
     return TF.pil_to_tensor(fallback(path))
 
 
+def square(image: torch.Tensor, side: int) -> torch.Tensor:
+    """A decoded image as the batch path keeps it, on whichever device it is."""
+    image = TF.resize(image, [side], antialias=True)  # shorter side, exactly as evaluation resizes
+    return TF.center_crop(image, [side, side])
+
+
 class SquareImages(Dataset):
     """A folder's training images as uint8 squares, decoded when asked; whole batches at once.
 
@@ -109,9 +115,7 @@ class SquareImages(Dataset):
         return len(self.samples)
 
     def image(self, index: int) -> torch.Tensor:
-        image = decode_rgb(self.samples[index][0], self.loader)
-        image = TF.resize(image, [self.side], antialias=True)  # shorter side, exactly as evaluation resizes
-        return TF.center_crop(image, [self.side, self.side])
+        return square(decode_rgb(self.samples[index][0], self.loader), self.side)
 
     def __getitem__(self, key: int | tuple[int, int, int]) -> tuple[torch.Tensor, int]:
         index = key if isinstance(key, int) else key[1]  # an index, or the training sampler's key

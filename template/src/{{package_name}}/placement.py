@@ -8,7 +8,10 @@ One rule for ``auto``, in this order:
    no host-to-device copy, crops and flips on the device (as airbench does).
 2. ``memory``: decoded once into this machine's memory when they take at most
    ``cache.AUTO_SHARE`` of it; batches are gathered on the host and copied.
-3. ``stream``: decoded batch by batch in the loader, every epoch.
+3. ``gpu-decode``: on CUDA, when every training file is a JPEG and TorchCodec
+   loads: the loader reads bytes, nvJPEG decodes each batch on the GPU
+   (``gpu_decode.py``).
+4. ``stream``: decoded batch by batch in the loader, every epoch.
 
 ``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
 memory. ``data.cache: device`` asks for it on any device (on the CPU that is
@@ -24,6 +27,7 @@ import torch
 
 from .cache import AUTO_SHARE
 from .errors import UserError
+from .gpu_decode import decodes_on_gpu
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
 
@@ -39,11 +43,12 @@ class DataFacts:
     device: str  # "cpu", "cuda:0", ...
     device_free: int | None  # free bytes on a CUDA device; None on the CPU
     host_fits: bool  # cache.keeps_in_memory: the images fit the host's share (they are decoded there first)
+    gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec, every training file a JPEG
 
 
 @dataclass(frozen=True)
 class Placement:
-    where: str  # device | memory | stream
+    where: str  # device | memory | gpu-decode | stream
     line: str  # what is printed at start
 
 
@@ -76,6 +81,9 @@ def choose(facts: DataFacts) -> Placement:
     if facts.host_fits and facts.setting != "none":
         return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process)")
     why = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
+    if facts.gpu_decode and facts.batch_path:  # what does not fit is decoded where the CPU is not the bottleneck
+        line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
+        return Placement("gpu-decode", line)
     return Placement("stream", f"data: {facts.images} images decoded every epoch in the loader ({why})")
 
 
@@ -88,7 +96,8 @@ def device_free_memory(device: torch.device) -> int | None:
 
 
 def measured_facts(
-    setting: str, images: int, image_bytes: int, batch: bool, device: torch.device, host_fits: bool
+    setting: str, paths: list[str], image_bytes: int, batch: bool, device: torch.device, host_fits: bool
 ) -> DataFacts:
     """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
-    return DataFacts(setting, images, image_bytes, batch, str(device), device_free_memory(device), host_fits)
+    free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
+    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu)
