@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench env clean gpu-test gpu-project
+.PHONY: demo test lint bench env clean gpu-test gpu-project gpu-bench
 
 env: $(STAMP)
 
@@ -49,6 +49,14 @@ gpu-project: $(STAMP)
 gpu-test: gpu-project
 	$(BIN)/python -m pytest -m gpu tests/test_gpu.py
 	cd $(GPU_PROJECT) && ../$(BIN)/python -m pytest -m gpu
+
+# Throughput on the GPU: the three columns for resnet18@224, resnet50@224, resnet18@64, simple_cnn@64 from JPEG
+# files. It runs the project `make gpu-project` generated beforehand, so the GPU machine needs PyTorch, not copier.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+
+gpu-bench:
+	@test -d $(GPU_PROJECT) || { echo "no $(GPU_PROJECT)/: run make gpu-project first (where copier is)"; exit 1; }
+	$(GPU_PYTHON) benchmarks/throughput.py --project $(GPU_PROJECT) --out .bench/throughput-gpu.json
 
 clean:
 	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) .pytest_cache .ruff_cache

@@ -19,7 +19,15 @@ Each column is the fastest of ``ROUNDS`` equal windows (one epoch of steps):
 on a shared machine other processes can only slow a window down, so the
 fastest is the closest to the machine's own speed, for all three alike.
 
-    .venv/bin/python benchmarks/throughput.py [--quick] [--out .bench/throughput.json]
+On CUDA (``make gpu-bench``) the same three columns, with: (a) the fastest of
+bf16/fp16 x contiguous/channels_last x compiled or not; the images JPEG files
+(at least 20k for the 64 px cases), resnet50 at 224 px added; (c) on the GPU
+with the reference example's 4 workers and pinned memory; and the GPU's mean
+utilisation during the trainer's run (``torch.cuda.utilization``, which needs
+pynvml; n/a without). ``--project DIR`` uses a project generated beforehand
+(``make gpu-project``), so a GPU machine needs PyTorch but not copier.
+
+    .venv/bin/python benchmarks/throughput.py [--quick] [--only MODEL...] [--project DIR] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -28,15 +36,17 @@ import argparse
 import contextlib
 import importlib
 import json
+import multiprocessing
+import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from copier import run_copy
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import datasets, models, transforms
@@ -62,41 +72,70 @@ def timed_steps(step: Callable[[], None], warmup: int, steps: int, rounds: int =
 
 
 def training_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, targets: torch.Tensor, cast: Any
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    cast: Any,
+    scaler: torch.amp.GradScaler,
+    device: torch.device,
 ) -> Callable[[], None]:
+    """One optimizer step; on CUDA the step ends with a synchronize, so that a window times the GPU's work."""
+
     def step() -> None:
         with cast:
             loss = nn.functional.cross_entropy(model(x), targets)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
-    return step
+    def timed() -> None:
+        step()
+        synchronize(device)
+
+    return timed if device.type == "cuda" else step
 
 
-def compute_bound(package: str, cfg: Any, classes: int, steps: int) -> tuple[float, str]:
-    """(a): the best precision and memory format, on tensors already in memory.
+def compute_settings(device: torch.device) -> list[tuple[str, torch.memory_format, bool]]:
+    """(precision, layout, compiled) to try: the CPU's fp32/bf16 x layouts; on CUDA bf16/fp16 x layouts x compile."""
+    layouts = (torch.contiguous_format, torch.channels_last)
+    if device.type != "cuda":
+        return [(precision, layout, False) for precision in ("fp32", "bf16") for layout in layouts]
+    return [(p, layout, c) for p in ("bf16", "fp16") for layout in layouts for c in (False, True)]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def compute_bound(package: str, cfg: Any, classes: int, steps: int, device: torch.device) -> tuple[float, str]:
+    """(a): the best precision, memory format (and, on CUDA, compilation), on tensors already on the device.
 
     Each setting is timed over one window; the fastest is then timed over ``ROUNDS`` more.
     """
     model_module = importlib.import_module(f"{package}.model")
     batch, size = cfg.data.batch_size, cfg.data.image_size
-    images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8)
-    targets = torch.randint(0, classes, (batch,))
+    images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, device=device)
+    targets = torch.randint(0, classes, (batch,), device=device)
     best: tuple[float, str, Callable[[], None] | None] = (0.0, "", None)
-    for precision in ("fp32", "bf16"):
-        for layout in (torch.contiguous_format, torch.channels_last):
-            torch.manual_seed(0)
-            model = model_module.build_model(cfg.model, classes).to(memory_format=layout).train()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-            x = images.contiguous(memory_format=layout)
-            cast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-            step = training_step(model, optimizer, x, targets, cast)
-            rate = batch / timed_steps(step, 2, steps)
-            name = f"{precision}, {'channels_last' if layout == torch.channels_last else 'contiguous'}"
-            print(f"    (a) {name}: {rate:.1f} img/s", flush=True)
-            if rate > best[0]:
-                best = (rate, name, step)
+    for precision, layout, compiled in compute_settings(device):
+        torch.manual_seed(0)
+        model = model_module.build_model(cfg.model, classes).to(device, memory_format=layout).train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x = images.contiguous(memory_format=layout)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        cast = contextlib.nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=dtype)
+        scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        run = torch.compile(model) if compiled else model
+        step = training_step(run, optimizer, x, targets, cast, scaler, device)
+        rate = batch / timed_steps(step, 3 if compiled else 2, steps)
+        layout_name = "channels_last" if layout == torch.channels_last else "contiguous"
+        name = f"{precision}, {layout_name}{', compiled' if compiled else ''}"
+        print(f"    (a) {name}: {rate:.1f} img/s", flush=True)
+        if rate > best[0]:
+            best = (rate, name, step)
     rate, name, step = best
     assert step is not None
     rate = max(rate, batch / timed_steps(step, 0, steps, ROUNDS))
@@ -104,32 +143,74 @@ def compute_bound(package: str, cfg: Any, classes: int, steps: int) -> tuple[flo
     return rate, name
 
 
-def generated_trainer(package: str, cfg: Any) -> tuple[float, float]:
-    """(b): the fastest epoch after the first (workers warm), as metrics.jsonl reports it, and its seconds."""
+class Utilisation:
+    """The GPU's mean utilisation while a block runs, sampled every 0.1 s; None without CUDA or pynvml."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.samples, self.done = device, [], threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def readable(self) -> bool:
+        if self.device.type != "cuda":
+            return False
+        try:
+            torch.cuda.utilization(self.device)
+        except (ModuleNotFoundError, RuntimeError):  # torch reads it through pynvml (or amdsmi)
+            return False
+        return True
+
+    def sample(self) -> None:
+        while not self.done.wait(0.1):
+            self.samples.append(torch.cuda.utilization(self.device))
+
+    def __enter__(self) -> Utilisation:
+        if self.readable():
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[float, float, float | None]:
+    """(b): the fastest epoch after the first (workers warm), as metrics.jsonl reports it, its seconds, and
+    the GPU's mean utilisation (percent) over the run's epochs (None where it cannot be read)."""
     trainer = importlib.import_module(f"{package}.trainer")
-    trainer.train(cfg)
+    with Utilisation(device) as utilisation:
+        trainer.train(cfg)
     rows = [json.loads(line) for line in (Path(cfg.train.out_dir) / "metrics.jsonl").read_text().splitlines()]
     best = max(rows[1:], key=lambda row: row["images_per_second"])
-    return best["images_per_second"], best["epoch_seconds"]
+    return best["images_per_second"], best["epoch_seconds"], utilisation.mean()
 
 
-def loading_seconds(package: str, cfg: Any) -> float:
+def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
     """One training epoch of the trainer's own loader (and batch augmentation), without the model."""
     data = importlib.import_module(f"{package}.data")
     pipeline = importlib.import_module(f"{package}.pipeline")
     augment = importlib.import_module(f"{package}.augment").BatchAugment(cfg, 0, torch.channels_last)
-    loader = data.build_loader(data.build_datasets(cfg)[0], cfg, torch.device("cpu"), train=True)
+    loader = data.build_loader(data.build_datasets(cfg)[0], cfg, device, train=True)
     batched = pipeline.batch_path(cfg.data)
     loader.sampler.set_epoch(2)
     start = time.perf_counter()
     for index, (images, _) in enumerate(loader):
+        images = images.to(device, non_blocking=True)
         if batched:
             augment(images, 2, index)
+    synchronize(device)
+    data.stop_workers(loader)
     return time.perf_counter() - start
 
 
-def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str) -> float:
-    """(c): the reference imagenet example's loop, one epoch, its first steps left out of the timing."""
+def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str, device: torch.device) -> float:
+    """(c): the reference imagenet example's loop, one epoch, its first steps left out of the timing.
+
+    On the CPU, as its single-process default; on CUDA, as it runs there: 4 workers, pinned memory, fp32.
+    """
     size = cfg.data.image_size
     dataset = datasets.ImageFolder(
         str(root / "train"),
@@ -142,17 +223,22 @@ def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str
             ]
         ),
     )
-    loader = DataLoader(dataset, batch_size=cfg.data.batch_size, shuffle=True)
+    cuda = device.type == "cuda"
+    loader = DataLoader(
+        dataset, batch_size=cfg.data.batch_size, shuffle=True, num_workers=4 if cuda else 0, pin_memory=cuda
+    )
     if model_name == "simple_cnn":
         model = importlib.import_module(f"{package}.model").build_model(cfg.model, classes)
     else:
         model = getattr(models, model_name)(num_classes=classes)
+    model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     model.train()
     best = 0.0
     for _ in range(ROUNDS):  # one epoch each, timed whole: loading included
         seen, start = 0, time.perf_counter()
         for images, targets in loader:
+            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             loss = nn.functional.cross_entropy(model(images), targets)
             optimizer.zero_grad()
             loss.backward()
@@ -163,60 +249,133 @@ def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str
     return best
 
 
-def measure(model_name: str, size: int, per_class: int, tmp: Path, steps: int) -> dict[str, Any]:
-    package = f"bench_{model_name}_{size}"  # one package per row: importlib keeps each one it imported
-    project = tmp / package
+def generated_project(model_name: str, size: int, tmp: Path, project: Path | None) -> str:
+    """The package to measure: the given project's, or one generated here per row (importlib keeps each)."""
+    if project is not None:
+        packages = [p.parent.name for p in (project / "src").glob("*/__init__.py")]
+        if str(project / "src") not in sys.path:
+            sys.path.insert(0, str(project / "src"))
+        return packages[0]
+    from copier import run_copy  # only here: a GPU machine runs a project generated beforehand, without copier
+
+    package = f"bench_{model_name}_{size}"
     answers = {"project_name": package, "package_name": package, "model": model_name, "image_size": size}
-    run_copy(str(REPO), project, data=answers, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
-    sys.path.insert(0, str(project / "src"))
+    run_copy(str(REPO), tmp / package, data=answers, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
+    sys.path.insert(0, str(tmp / package / "src"))
+    return package
+
+
+def draw_jpegs(job: tuple[str, str, Path, int, int, int]) -> None:
+    """One class folder of JPEG files (a pool's task): the sample data's shapes, saved as photos are."""
+    package, kind, folder, count, size, seed = job
     sample = importlib.import_module(f"{package}.sample_data")
-    root = sample.write_sample_data(tmp / f"data_{package}", per_class, 4, image_size=size)
+    rng, noise = sample.random.Random(seed), sample.np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        sample.draw_shape(kind, size, rng, noise).save(folder / f"{kind}_{index:05d}.jpg", quality=90)
+
+
+def write_jpeg_data(package: str, root: Path, per_class: int, val_per_class: int, size: int) -> Path:
+    classes = importlib.import_module(f"{package}.sample_data").CLASSES
+    jobs = [
+        (package, kind, root / split / kind, count, size, seed)
+        for seed, (split, count, kind) in enumerate(
+            (split, count, kind) for split, count in (("train", per_class), ("val", val_per_class)) for kind in classes
+        )
+    ]
+    with multiprocessing.get_context("fork").Pool() as pool:
+        pool.map(draw_jpegs, jobs)
+    return root
+
+
+def measure(
+    model_name: str, size: int, per_class: int, tmp: Path, steps: int, device: torch.device, project: Path | None
+) -> dict[str, Any]:
+    package = generated_project(model_name, size, tmp, project)
+    data_root = tmp / f"data_{model_name}_{size}"
+    if device.type == "cuda":  # JPEG files, as image data sets mostly are
+        root, kind = write_jpeg_data(package, data_root, per_class, 4, size), "JPEG"
+    else:
+        sample = importlib.import_module(f"{package}.sample_data")
+        root, kind = sample.write_sample_data(data_root, per_class, 4, image_size=size), "PNG"
     config = importlib.import_module(f"{package}.config")
+    project_dir = project if project is not None else tmp / package
     cfg = config.load_config(
-        project / "configs" / "default.yaml",
+        project_dir / "configs" / "default.yaml",
         [
             f"data.root={root}",
+            f"model.name={model_name}",  # the copier answers' defaults, for a project generated with others
+            f"data.image_size={size}",
             f"train.epochs={ROUNDS + 1}",  # the first epoch warms up; the fastest of the others counts
-            f"train.out_dir={tmp / ('run_' + package)}",
+            f"train.out_dir={tmp / ('run_' + model_name + '_' + str(size))}",
             "train.progress=false",
         ],
     )
-    print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {4 * per_class} training PNGs", flush=True)
-    a, best = compute_bound(package, cfg, 4, steps)
-    b, epoch_seconds = generated_trainer(package, cfg)
-    share = loading_seconds(package, cfg) / epoch_seconds
-    print(f"    (b) generated trainer: {b:.1f} img/s, data loading {100 * share:.0f}% of its epoch", flush=True)
-    c = naive_loop(root, cfg, 4, model_name, package)
+    classes = len(importlib.import_module(f"{package}.sample_data").CLASSES)
+    images = classes * per_class
+    print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {images} {kind} files on {device}", flush=True)
+    a, best = compute_bound(package, cfg, classes, steps, device)
+    b, epoch_seconds, utilisation = generated_trainer(package, cfg, device)
+    share = loading_seconds(package, cfg, device) / epoch_seconds
+    busy = f"{utilisation:.0f}%" if utilisation is not None else "n/a"
+    print(f"    (b) generated trainer: {b:.1f} img/s, loading {100 * share:.0f}% of its epoch, GPU busy {busy}")
+    c = naive_loop(root, cfg, classes, model_name, package, device)
     print(f"    (c) naive loop: {c:.1f} img/s", flush=True)
     return {
         "model": model_name,
         "image_size": size,
         "batch_size": cfg.data.batch_size,
+        "images": images,
         "a_compute_bound": round(a, 2),
         "a_best_setting": best,
         "b_generated_trainer": round(b, 2),
         "c_naive_loop": round(c, 2),
         "b_loading_share": round(share, 3),
+        "b_gpu_utilisation": round(utilisation, 1) if utilisation is not None else "n/a",
         "b_over_a": round(b / a, 3),
         "b_over_c": round(b / c, 3),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
+
+
+def cases(device: torch.device, quick: bool) -> list[tuple[str, int, int, int]]:
+    """(model, size, training images per class, steps of a window: one epoch's, as (b) and (c) are timed)."""
+    if device.type == "cuda":  # 4 classes: 5,000 per class is the 20k JPEG files of the 64 px cases
+        return [
+            ("resnet18", 224, 64 if quick else 800, 4 if quick else 100),
+            ("resnet50", 224, 64 if quick else 800, 4 if quick else 100),
+            ("resnet18", 64, 256 if quick else 5000, 8 if quick else 625),
+            ("simple_cnn", 64, 256 if quick else 5000, 8 if quick else 625),
+        ]
+    return [
+        ("resnet18", 224, 16 if quick else 64, 2 if quick else 8),
+        ("resnet18", 64, 32 if quick else 200, 2 if quick else 25),  # a real backbone on small images
+        ("simple_cnn", 64, 32 if quick else 200, 2 if quick else 25),
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer images and steps, for a smoke test")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "throughput.json")
+    parser.add_argument("--project", type=Path, help="a project generated beforehand (make gpu-project): no copier")
+    parser.add_argument("--device", default="auto", help="auto (cuda where available) | cpu | cuda")
+    parser.add_argument("--only", nargs="*", default=[], help="models to measure (default: all), e.g. simple_cnn")
     args = parser.parse_args()
-    # (model, size, training images per class, steps of a window: one epoch's, as (b) and (c) are timed).
-    cases = [
-        ("resnet18", 224, 16 if args.quick else 64, 2 if args.quick else 8),
-        ("resnet18", 64, 32 if args.quick else 200, 2 if args.quick else 25),  # a real backbone on small images
-        ("simple_cnn", 64, 32 if args.quick else 200, 2 if args.quick else 25),
-    ]
+    name = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    device = torch.device(name)
+    if device.type == "cuda":
+        device = torch.device("cuda", device.index or 0)
+        torch.backends.cudnn.benchmark = True  # fixed shapes: as the trainer sets it (P3), for all three columns
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(name, size, per_class, Path(tmp), steps) for name, size, per_class, steps in cases]
+        rows = [
+            measure(model, size, per_class, Path(tmp), steps, device, args.project)
+            for model, size, per_class, steps in cases(device, args.quick)
+            if not args.only or model in args.only
+        ]
     columns = [
         "model",
         "image_size",
@@ -226,8 +385,10 @@ def main() -> None:
         "b_over_a",
         "b_over_c",
         "b_loading_share",
+        "b_gpu_utilisation",
     ]
-    print("\n" + " | ".join(columns))
+    print(f"\n{rows[0]['device']}, {rows[0]['cpu_cores']} CPU cores, torch {torch.__version__}")
+    print(" | ".join(columns))
     for row in rows:
         print(" | ".join(str(row[c]) for c in columns) + f"   (a: {row['a_best_setting']})")
     args.out.parent.mkdir(parents=True, exist_ok=True)

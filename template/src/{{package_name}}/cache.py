@@ -32,9 +32,10 @@ def memory_bytes() -> int:
 
 
 def keeps_in_memory(cfg: DataConfig, images: int) -> bool:
-    """``memory``; or ``auto``, when the decoded images take at most a quarter of this machine's memory."""
+    """``memory`` (and ``device``, decoded on the host first); or ``auto``, when the decoded images take at most
+    a quarter of this machine's memory."""
     if cfg.cache != "auto":
-        return cfg.cache == "memory"
+        return cfg.cache in ("memory", "device")
     side = round(cfg.image_size / cfg.eval_crop_ratio)
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # each process under torchrun holds its own copy
     estimate = images * 3 * side * side * 4 // 3  # uint8, about a third more for aspect ratios

@@ -35,7 +35,7 @@ class DataConfig:
     augment: bool = True  # random resized crop + horizontal flip for training
     crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
-    cache: str = "auto"  # auto: memory when it takes at most a quarter of it | none | memory: decode once, keep
+    cache: str = "auto"  # auto: device or memory where they fit (placement.py) | none | memory | device
     pipeline: str = "auto"  # auto | batch: crop and flip whole batches on the device | sample: per image
     on_bad_file: str = "error"  # error: stop and name an unreadable file | skip: leave such files out, listed
     auto_augment: str = "none"  # none | trivialaugment | randaugment | autoaugment, after crop and flip
@@ -117,7 +117,7 @@ class Config:
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.format": ("image", "npy"),
     "data.on_bad_file": ("error", "skip"),
-    "data.cache": ("auto", "none", "memory"),
+    "data.cache": ("auto", "none", "memory", "device"),
     "data.pipeline": ("auto", "batch", "sample"),
     "data.auto_augment": ("none", "trivialaugment", "randaugment", "autoaugment"),
     "data.sampler": ("uniform", "balanced"),

@@ -23,9 +23,14 @@ from . import extensions
 from .bad_files import check_headers, check_link_loops, check_strays, checked, drop_unreadable, extension_list
 from .cache import MemoryCache, keeps_in_memory
 from .config import Config, DataConfig
+from .device import select_device
 from .distributed import World
 from .errors import UserError
-from .pipeline import batch_path, keep_batch, on_batch_path, square_images
+from .gpu_decode import EncodedImages, GpuDecoded
+from .pipeline import SquareCache, batch_path, keep_batch, on_batch_path, square_images, square_side
+from .placement import Placement, choose, measured_facts
+from .prefetch import Prefetched, prefetches
+from .resident import DeviceBatches
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -138,11 +143,20 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
     align_classes(val_set, train_set.class_to_idx)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
-    if batch_path(cfg.data):
+    batches, device = batch_path(cfg.data), select_device(cfg.train.device, World().local_rank)
+    # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
+    image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
+    paths = [path for path, _ in train_set.samples]
+    placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory))
+    if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
+        train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
+    elif batches:  # training images as uint8 squares, cropped and flipped later per batch
         workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
-        train_set = square_images(train_set, cfg.data, memory, workers, progress)  # type: ignore[assignment]
+        kept = placement.where in ("device", "memory")
+        train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
     elif memory:
         train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
+    train_set.placement = placement  # type: ignore[attr-defined]
     if memory:
         val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
     return train_set, val_set
@@ -317,6 +331,7 @@ def stop_workers(loader: DataLoader) -> None:
     iterator's own shutdown (a sentinel to each worker, then join), which the
     workers obey whatever signals they ignore.
     """
+    loader = getattr(loader, "loader", loader)  # the DataLoader inside Prefetched or GpuDecoded
     iterator = getattr(loader, "_iterator", None)
     if iterator is not None:
         # Only a multi-process iterator has workers to end; a single-process one holds nothing.
@@ -359,8 +374,13 @@ def build_loader(
     sampler: Sampler = (
         ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
     )
+    placement: Placement | None = getattr(dataset, "placement", None) if train else None
+    if placement is not None and world.is_main:
+        print(placement.line, flush=True)  # the one line that says where the training images live
+    if placement is not None and placement.where == "device" and isinstance(dataset, SquareCache):
+        return DeviceBatches(dataset, device, cfg.data.batch_size, sampler)  # type: ignore[return-value]
     squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
-    return DataLoader(
+    loader = DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,
         collate_fn=keep_batch if squares else None,
@@ -374,3 +394,7 @@ def build_loader(
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
+    if placement is not None and placement.where == "gpu-decode" and isinstance(dataset, EncodedImages):
+        return GpuDecoded(loader, device, dataset.side)  # type: ignore[return-value]
+    # On CUDA, training batches come over on a side stream while the previous one computes (prefetch.py).
+    return Prefetched(loader, device) if train and prefetches(device) else loader  # type: ignore[return-value]

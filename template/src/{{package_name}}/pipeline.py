@@ -13,14 +13,13 @@ Evaluation images take the per-sample path either way: their pixels do not chang
 
 from __future__ import annotations
 
-import warnings
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
-from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms.v2 import functional as TF
 from tqdm import tqdm
 
@@ -29,8 +28,8 @@ from .cache import refuse_if_too_big
 from .config import DataConfig
 from .errors import UserError
 
-# torchvision.io decodes these faster than PIL, to the same pixels (PNG 1.1-1.3x, JPEG 1.8-2.4x on a 2-core CPU).
-TENSOR_DECODED = (".png", ".jpg", ".jpeg")
+# TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
+CODEC_DECODED = (".png", ".jpg", ".jpeg")
 FILL_BATCH = 64  # images per batch while data.cache fills
 
 
@@ -66,18 +65,43 @@ def square_side(cfg: DataConfig) -> int:
     return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
 
 
+@functools.cache
+def codec_decoder() -> Callable[..., torch.Tensor] | None:
+    """TorchCodec's image decoder (the ``decode`` extra), or None where it is not installed or does not load.
+
+    Imported on first use: the import takes a while and a project without the
+    extra never pays for it. A TorchCodec built for another torch fails to load
+    its native library (an OSError or RuntimeError): Pillow then decodes.
+    """
+    try:
+        from torchcodec.decoders import decode_image
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return decode_image
+
+
 def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
-    """uint8 (3, H, W): torchvision.io where it is faster, else (and for what it refuses) the PIL loader."""
-    if path.lower().endswith(TENSOR_DECODED):
+    """uint8 (3, H, W): TorchCodec for PNG and JPEG where installed, else (and for what it refuses) Pillow.
+
+    Not torchvision.io: torchvision 0.29 deprecated its decoders in favour of
+    TorchCodec, which wraps the same libjpeg-turbo and libpng; benchmarks/decoders.py
+    measures both against Pillow.
+    """
+    decode = codec_decoder()
+    if decode is not None and path.lower().endswith(CODEC_DECODED):
         try:
-            with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders in favour of TorchCodec
-                warnings.simplefilter("ignore", DeprecationWarning)
-                image = decode_image(path, mode=ImageReadMode.RGB)
-            if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: PIL converts it as before
+            image = decode(path, mode="RGB")
+            if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: Pillow converts it as before
                 return image
-        except RuntimeError:
-            pass  # e.g. a damaged file: the PIL loader reads it or stops with its name
+        except (RuntimeError, ValueError):
+            pass  # e.g. a damaged file: the Pillow loader reads it or stops with its name
     return TF.pil_to_tensor(fallback(path))
+
+
+def square(image: torch.Tensor, side: int) -> torch.Tensor:
+    """A decoded image as the batch path keeps it, on whichever device it is."""
+    image = TF.resize(image, [side], antialias=True)  # shorter side, exactly as evaluation resizes
+    return TF.center_crop(image, [side, side])
 
 
 class SquareImages(Dataset):
@@ -96,9 +120,7 @@ class SquareImages(Dataset):
         return len(self.samples)
 
     def image(self, index: int) -> torch.Tensor:
-        image = decode_rgb(self.samples[index][0], self.loader)
-        image = TF.resize(image, [self.side], antialias=True)  # shorter side, exactly as evaluation resizes
-        return TF.center_crop(image, [self.side, self.side])
+        return square(decode_rgb(self.samples[index][0], self.loader), self.side)
 
     def __getitem__(self, key: int | tuple[int, int, int]) -> tuple[torch.Tensor, int]:
         index = key if isinstance(key, int) else key[1]  # an index, or the training sampler's key
@@ -122,7 +144,16 @@ class SquareCache(SquareImages):
         self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
         streamed = SquareImages(folder, side)  # decoded by as many loader processes as training would use
         keys = [(0, index, index) for index in range(len(self.samples))]
-        batches = DataLoader(streamed, batch_size=FILL_BATCH, sampler=keys, num_workers=workers, collate_fn=keep_batch)
+        # Its own generator: a DataLoader draws its workers' base seed from torch's global one otherwise, and the
+        # model's initial weights, drawn after, would then depend on whether the images were cached.
+        batches = DataLoader(
+            streamed,
+            batch_size=FILL_BATCH,
+            sampler=keys,
+            num_workers=workers,
+            collate_fn=keep_batch,
+            generator=torch.Generator().manual_seed(0),
+        )
         starts = range(0, len(keys), FILL_BATCH)
         for start, (images, _) in zip(starts, tqdm(batches, "caching", disable=not progress), strict=True):
             self.images[start : start + len(images)] = images
