@@ -90,6 +90,6 @@ def report(sweep: Sweep, command: tuple[str, list[str], list[str]]) -> str:
     if best is None:
         print(text)
         raise UserError(
-            f"no trial completed ({trial_counts(sweep)}): see the errors in {sweep.dir / 'sweep_results.csv'}"
+            f"no trial completed of {trial_counts(sweep)}: see the errors in {sweep.dir / 'sweep_results.csv'}"
         )
     return text
