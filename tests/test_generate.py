@@ -9,7 +9,8 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep/__init__ sweep/space sweep/study sweep/report"""
+inference checkpoint distributed reporting errors tracking sweep
+sweeps/__init__ sweeps/space sweeps/study sweeps/report"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
@@ -80,7 +81,7 @@ def test_template_code_is_plain_python() -> None:
     """Package files carry no Jinja, so they lint in place and merge cleanly on update."""
     package = REPO / "template" / "src" / "{{package_name}}"
     files = sorted(p for p in package.rglob("*") if "__pycache__" not in p.parts and not p.is_dir())
-    assert files and any(p.parent != package for p in files)  # subpackages (sweep/) are checked too
+    assert files and any(p.parent != package for p in files)  # subpackages (sweeps/) are checked too
     for path in files:
         assert path.suffix == ".py", path
         assert "{{" not in path.read_text() and "{%" not in path.read_text(), path

@@ -1,17 +1,23 @@
-"""The ``sweep`` command: load the config and the space, run this process's part of the study, report."""
+"""The ``sweep`` command: load the config and the space, run this process's part of the study, report.
+
+The parts live in the ``sweeps`` package: the space, the study and its trial
+loop, the ranks under torchrun, the cleanup between trials, the report.
+"""
 
 from __future__ import annotations
 
 import logging
 import warnings
 
-from ..config import Config, load_config
-from ..errors import UserError
-from ..optional import require
-from .ranks import END, Ranks, follow
-from .report import summary, trial_counts, write_outputs
-from .space import Space, load_space
-from .study import Sweep
+from .config import Config, load_config
+from .errors import UserError
+from .optional import require
+from .sweeps.ranks import END, Ranks, follow
+from .sweeps.report import summary, trial_counts, write_outputs
+from .sweeps.space import Space, load_space
+from .sweeps.study import Sweep
+
+__all__ = ["Space", "Sweep", "load_space", "run_sweep"]
 
 
 class OneLineLogs(logging.Filter):
@@ -56,7 +62,7 @@ def run_sweep(
 
 def lead(base: Config, space: Space, trials: int, study: tuple[str | None, str], ranks: Ranks) -> Sweep:
     """Rank 0 (or the only process): open the study, run trials until it is full, then tell the others to end."""
-    from ..tracking import enabled
+    from .tracking import enabled
 
     try:
         sweep = Sweep(base, space, trials, *study, ranks=ranks)

@@ -1,4 +1,4 @@
-"""Hyperparameter sweeps with Optuna (the optional ``sweep`` extra).
+"""The parts of hyperparameter sweeps with Optuna (the optional ``sweep`` extra); ``sweep.py`` is the command.
 
 ``python -m <package> sweep --config configs/default.yaml --space configs/sweep.yaml --trials N``
 
@@ -14,11 +14,12 @@ One module per job:
 - ``ranks.py``: under torchrun, rank 0 leads and every rank trains each trial;
 - ``cleanup.py``: what a trial leaves on the GPU, freed before the next;
 - ``report.py``: sweep_results.csv, best_config.yaml, the plots and the summary;
-- ``command.py``: the ``sweep`` command that ties them together.
+- ``../sweep.py``: the ``sweep`` command that ties them together (a module beside this package, not in it,
+  so that a project's edited ``sweep.py`` of older template versions meets it in ``copier update`` as a
+  conflict in the same file instead of being deleted).
 """
 
-from .command import run_sweep
 from .space import Space, load_space
 from .study import Sweep
 
-__all__ = ["Space", "Sweep", "load_space", "run_sweep"]
+__all__ = ["Space", "Sweep", "load_space"]
