@@ -9,7 +9,8 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep run_state batches outputs"""
+inference checkpoint distributed reporting errors tracking sweep run_state batches outputs
+sweeps/__init__ sweeps/space sweeps/study sweeps/report"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
@@ -79,8 +80,8 @@ def test_project_installs_with_its_console_script(project: Path, tmp_path: Path)
 def test_template_code_is_plain_python() -> None:
     """Package files carry no Jinja, so they lint in place and merge cleanly on update."""
     package = REPO / "template" / "src" / "{{package_name}}"
-    files = sorted(package.glob("*"))
-    assert files
+    files = sorted(p for p in package.rglob("*") if "__pycache__" not in p.parts and not p.is_dir())
+    assert files and any(p.parent != package for p in files)  # subpackages (sweeps/) are checked too
     for path in files:
         assert path.suffix == ".py", path
         assert "{{" not in path.read_text() and "{%" not in path.read_text(), path

@@ -132,6 +132,7 @@ def test_updated_project_lints_and_passes_its_tests(updates: dict[str, tuple[Pat
     # The process-level suites (torchrun, signals, kills, sweeps) are the same code as in a fresh project, whose
     # whole suite test_generate.py runs; here every other test checks what the update merged.
     heavy = ["test_elastic", "test_fault_tolerance", "test_distributed", "test_recipe_resume", "test_sweep"]
+    heavy += ["test_sweep_torchrun", "test_sweep_trials"]
     skip = [f"--ignore=tests/{name}.py" for name in heavy]
     out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip))
     assert " passed" in out and " failed" not in out and "test_callbacks" not in out

@@ -39,6 +39,11 @@ class World:
         return self.size > 1
 
 
+# How many callers hold the process group open: a sweep joins it once and keeps it across its trials'
+# train() calls, whose close_world then leaves it open (a group made again would reuse the store's keys).
+holders = 0
+
+
 def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> World:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1).
 
@@ -79,6 +84,8 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         store = dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
         dist.init_process_group("nccl" if on_gpu else "gloo", store=store, rank=rank, world_size=size, timeout=wait)
+    global holders
+    holders += 1
     return world
 
 
@@ -97,8 +104,12 @@ def collective_failure(error: BaseException, world: World) -> UserError | None:
 
 
 def close_world(world: World) -> None:
+    """Leave the process group; the last of its holders destroys it."""
+    global holders
     if world.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+        holders = max(holders - 1, 0)
+        if not holders:
+            dist.destroy_process_group()
 
 
 def sum_across(tensor: torch.Tensor, world: World) -> torch.Tensor:
