@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench env clean gpu-test gpu-project
+.PHONY: demo test lint bench env clean gpu-test gpu-project slurm-test
 
 env: $(STAMP)
 
@@ -50,5 +50,19 @@ gpu-test: gpu-project
 	$(BIN)/python -m pytest -m gpu tests/test_gpu.py
 	cd $(GPU_PROJECT) && ../$(BIN)/python -m pytest -m gpu
 
+# A real one-node Slurm on localhost (as root: installs slurm-wlm and munge with apt-get when sbatch is missing),
+# then a generated project's Slurm tests: jobs run straight, requeued after USR1, restarted after a kill
+# (pytest -m slurm; a few minutes). The daemons stop afterwards, also when a test fails.
+SLURM_PROJECT := .slurm-project
+SLURM_TEST_DIR ?= /tmp/torch-scaffold-slurm
+
+slurm-test: $(STAMP)
+	bash tests/slurm/install.sh
+	rm -rf $(SLURM_PROJECT)
+	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="Slurm Check" -d package_name=slurm_check . $(SLURM_PROJECT)
+	SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/start.sh
+	cd $(SLURM_PROJECT) && SLURM_CONF=$(SLURM_TEST_DIR)/slurm.conf ../$(BIN)/python -m pytest -m slurm tests/test_slurm.py; \
+		status=$$?; cd .. && SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/stop.sh; exit $$status
+
 clean:
-	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) $(SLURM_PROJECT) .pytest_cache .ruff_cache

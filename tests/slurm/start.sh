@@ -5,8 +5,9 @@
 # the daemons this script started. Clients find the cluster through SLURM_CONF=$SLURM_TEST_DIR/slurm.conf.
 set -euo pipefail
 dir=${SLURM_TEST_DIR:-/tmp/torch-scaffold-slurm}
+bash "$(dirname "$0")/stop.sh" >/dev/null  # daemons of an earlier start, if any
+rm -rf "$dir/state" "$dir/spool"  # a fresh cluster: no jobs of an earlier run
 mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
-chown munge:munge "$dir/munge"
 host=$(hostname -s)
 # The node as slurmd sees it (CPUs, sockets, memory): a node line that disagrees would drain the node.
 node=$(slurmd -C | head -n 1)
