@@ -61,7 +61,7 @@ slurm-test: $(STAMP)
 	rm -rf $(SLURM_PROJECT)
 	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="Slurm Check" -d package_name=slurm_check . $(SLURM_PROJECT)
 	SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/start.sh
-	cd $(SLURM_PROJECT) && SLURM_CONF=$(SLURM_TEST_DIR)/slurm.conf ../$(BIN)/python -m pytest -m slurm tests/test_slurm.py; \
+	cd $(SLURM_PROJECT) && SLURM_CONF=$(SLURM_TEST_DIR)/slurm.conf $(abspath $(BIN))/python -m pytest -m slurm tests/test_slurm.py; \
 		status=$$?; cd .. && SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/stop.sh; exit $$status
 
 clean:
