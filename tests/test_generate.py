@@ -9,7 +9,7 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep"""
+inference checkpoint distributed reporting errors tracking sweep slurm"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
@@ -17,6 +17,7 @@ EXPECTED = [
     "pyproject.toml",
     "configs/default.yaml",
     "configs/sweep.yaml",
+    "slurm/train.sbatch",
     "tests/conftest.py",
     *(f"src/x_pkg/{name}.py" for name in MODULES.split()),
 ]
