@@ -32,7 +32,7 @@ def job_id(environ: Mapping[str, str]) -> str:
     if not job:
         raise UserError(
             f"not inside a Slurm job (no SLURM_JOB_ID): submit the script with `{SUBMIT}`, "
-            "or train without Slurm with `python -m <package> train`".replace("<package>", __package__ or "")
+            f"or train without Slurm with `python -m {__package__} train`"
         )
     return job
 
