@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench env clean gpu-test gpu-project gpu-bench
+.PHONY: demo test lint bench env clean gpu-test gpu-project gpu-bench slurm-test
 
 env: $(STAMP)
 
@@ -57,6 +57,19 @@ GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu-bench:
 	@test -d $(GPU_PROJECT) || { echo "no $(GPU_PROJECT)/: run make gpu-project first (where copier is)"; exit 1; }
 	$(GPU_PYTHON) benchmarks/throughput.py --project $(GPU_PROJECT) --out .bench/throughput-gpu.json
+# A real one-node Slurm on localhost (as root: installs slurm-wlm and munge with apt-get when sbatch is missing),
+# then a generated project's Slurm tests: jobs run straight, requeued after USR1, restarted after a kill
+# (pytest -m slurm; a few minutes). The daemons stop afterwards, also when a test fails.
+SLURM_PROJECT := .slurm-project
+SLURM_TEST_DIR ?= /tmp/torch-scaffold-slurm
+
+slurm-test: $(STAMP)
+	bash tests/slurm/install.sh
+	rm -rf $(SLURM_PROJECT)
+	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="Slurm Check" -d package_name=slurm_check . $(SLURM_PROJECT)
+	SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/start.sh
+	cd $(SLURM_PROJECT) && SLURM_CONF=$(SLURM_TEST_DIR)/slurm.conf $(abspath $(BIN))/python -m pytest -m slurm tests/test_slurm.py; \
+		status=$$?; cd .. && SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/stop.sh; exit $$status
 
 clean:
-	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) $(SLURM_PROJECT) .pytest_cache .ruff_cache

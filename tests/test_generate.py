@@ -9,7 +9,7 @@ import yaml
 from .conftest import BIN, REPO, check, generate, run_in
 
 MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep run_state batches outputs
+inference checkpoint distributed reporting errors tracking sweep run_state batches outputs slurm
 sweeps/__init__ sweeps/space sweeps/study sweeps/report"""
 EXPECTED = [
     ".copier-answers.yml",
@@ -18,6 +18,7 @@ EXPECTED = [
     "pyproject.toml",
     "configs/default.yaml",
     "configs/sweep.yaml",
+    "slurm/train.sbatch",
     "tests/conftest.py",
     *(f"src/x_pkg/{name}.py" for name in MODULES.split()),
 ]

@@ -1,8 +1,11 @@
-"""Stop cleanly on SIGTERM or Ctrl-C: checkpoint at the next step boundary, then exit.
+"""Stop cleanly on SIGTERM, SIGUSR1 or Ctrl-C: checkpoint at the next step boundary, then exit.
 
-Clusters send SIGTERM before they preempt a job; the trainer then saves a
-mid-epoch checkpoint and ends with ``EXIT_PREEMPTED``, and ``--resume auto``
-continues exactly where it stopped. A second Ctrl-C stops at once.
+Clusters send SIGTERM before they preempt a job, and Slurm sends the signal a
+job asks for (``--signal=USR1@300``) before its time limit; the trainer then
+saves a mid-epoch checkpoint and ends with ``EXIT_PREEMPTED``, and ``--resume
+auto`` continues exactly where it stopped. A second Ctrl-C stops at once. The
+handler only sets a flag: the signal may arrive inside a collective or while
+a batch loads, and the stop is agreed by every process at a step boundary.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ class Preempted(Exception):
 
 
 class GracefulStop:
-    """Turns SIGTERM and SIGINT into a request that the training loop honours."""
+    """Turns SIGTERM, SIGUSR1 and SIGINT into a request that the training loop honours."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    # SIGUSR1: what slurm/train.sbatch asks Slurm to send before the time limit (its default action would kill).
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
     def __init__(self) -> None:
         self.signal_name: str | None = None

@@ -39,7 +39,8 @@ class RunLock:
         handle.seek(0)
         handle.truncate()
         started = time.strftime("%Y-%m-%d %H:%M:%S")
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n")
+        job = f", Slurm job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""  # who to wait for
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}{job}, started {started}\n")
         handle.flush()
         self.handle = handle
 

@@ -296,18 +296,22 @@ def seed_everything(seed: int) -> None:
 
 
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
-    """Under ``torchrun --max-restarts``, restarted workers continue this job's newest checkpoint by themselves.
+    """Restarted workers (``torchrun --max-restarts``) and a requeued job (``--rdzv-id=$SLURM_JOB_ID``, the same
+    id again) continue this job's newest checkpoint by themselves.
 
     Only a checkpoint this job wrote (its ``TORCHELASTIC_RUN_ID``): another run's
     last.pt in the folder is refused as on a first start.
     """
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    if resume is not None or not restarts or not (out_dir / "last.pt").is_file():
+    job = os.environ.get("TORCHELASTIC_RUN_ID")
+    # Slurm requeue hook: the job id alone decides, no restart needed ("none" is torchrun's default id, no job's).
+    if resume is not None or not job or job == "none" or not (out_dir / "last.pt").is_file():
         return resume
     try:
-        ours = read_checkpoint(out_dir / "last.pt").get("job") == os.environ.get("TORCHELASTIC_RUN_ID")
+        ours = read_checkpoint(out_dir / "last.pt").get("job") == job
     except UserError:
-        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
+        ours = restarts > 0  # damaged by the failure: --resume auto falls back to an older intact checkpoint
     if ours and world.is_main:
-        print(f"torchrun restarted the workers (restart {restarts}): resuming from {out_dir}", flush=True)
+        again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
+        print(f"{again}: resuming from {out_dir}", flush=True)
     return "auto" if ours else None
