@@ -63,7 +63,7 @@ from .pipeline import batch_path
 from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
-from .run_lock import RunLock
+from .run_lock import RunLock, claim_out_dir
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, preflight, track
 
@@ -87,19 +87,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 - user code may draw from NumPy's global generator
     torch.manual_seed(seed)
-
-
-def prepare_out_dir(out_dir: Path) -> None:
-    """Check that the folder can be written; drop temporary files of writes a crash cut short."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-        for stale in out_dir.glob(".*.pt.*tmp"):
-            stale.unlink()
-    except OSError as exc:
-        raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
 
 
 def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:
@@ -142,8 +129,8 @@ class Trainer:
         train_set, val_set = build_datasets(cfg, self.progress_bars)
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
-            prepare_out_dir(self.out_dir)
-            self.lock.acquire()  # one run per out_dir, released by the kernel however this process ends
+            # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
+            claim_out_dir(self.out_dir, self.lock)
         self.provenance = provenance(train_set, val_set)
         self.classes = list(train_set.classes)
         # Persistent workers live across epochs; close() ends them on every way out of the run.
