@@ -73,13 +73,27 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
         # waiting forever; train() turns that into one line naming this rank.
         wait = datetime.timedelta(seconds=timeout)
         store, rank, size = next(dist.rendezvous("env://", timeout=wait))
-        # After torchrun --max-restarts restarts the workers, the store can still hold the addresses the dead
-        # attempt published, and the new process group would dial them (pytorch/pytorch#167288): one key
-        # space per attempt.
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        store = dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
+        store = attempt_store(store, size)
         dist.init_process_group("nccl" if on_gpu else "gloo", store=store, rank=rank, world_size=size, timeout=wait)
     return world
+
+
+def attempt_store(store: dist.Store, size: int) -> dist.Store:
+    """The store under a key space of its own for this attempt of the job, the same on every process.
+
+    After torchrun --max-restarts restarts the workers, the store (torchrun's
+    agent keeps it across restarts) still holds the addresses the dead attempt
+    published, and a new process group would dial them (pytorch/pytorch#167288).
+    ``TORCHELASTIC_RESTART_COUNT`` cannot name the attempt: each node's agent
+    counts only its own workers' failures, so two nodes disagree. Instead every
+    process adds 1 to a counter in the store (an atomic add): the N processes of
+    the first attempt read 1..N, those of the second N+1..2N, and so on. (A
+    process that dies before it gets here, while it imports, would shift the
+    count: the next attempt then times out at its start, with one line.)
+    """
+    arrivals = store.add(f"{__package__}/arrivals/world-{size}", 1)  # per world size: an elastic job may shrink
+    attempt = (arrivals - 1) // size
+    return dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
 
 
 def collective_failure(error: BaseException, world: World) -> UserError | None:
@@ -114,6 +128,15 @@ def agreed(flag: bool, world: World, device: torch.device) -> bool:
         return flag
     votes = torch.tensor([1.0 if flag else 0.0], device=device)
     return bool(sum_across(votes, world).item() > 0)
+
+
+def gather_objects(value: Any, world: World) -> list[Any]:
+    """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` for one process."""
+    if not world.distributed:
+        return [value]
+    gathered: list[Any] = [None] * world.size
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def sync_buffers(model: nn.Module, world: World) -> None:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from .augment import BatchAugment
 from .checkpoint import (
     FORMAT_VERSION,
+    cuda_rng_by_rank,
     find_resume_state,
     link_atomically,
     load_matching,
@@ -216,7 +217,8 @@ class Trainer:
             totals=totals,
             mlflow_run_id=state.get("mlflow_run_id"),  # with train.mlflow: continue that MLflow run
         )
-        set_rng_state(state["rng"], self.cuda_ids)  # last: nothing after this may draw a random number before fit
+        # Last: nothing after this may draw a random number before fit. Under DDP, this rank's own CUDA generator.
+        set_rng_state(state["rng"], self.cuda_ids, self.world.rank if self.world.distributed else None)
         within = f", step {totals.batches} of epoch {progress.epoch + 1}" if totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
         if self.world.is_main and progress.epoch < self.cfg.train.epochs:
@@ -291,6 +293,9 @@ class Trainer:
     def save(self, progress: Progress, is_best: bool = False) -> Path:
         """Every process takes part (a mid-epoch file holds each one's running sums); the main process writes."""
         per_process = progress.totals.gathered(self.world) if progress.totals is not None else None
+        # Under DDP on GPUs, every rank's CUDA generators (each rank's dropout draws from its own GPU's): a
+        # collective, so gathered here, before only the main process goes on to write.
+        cuda_by_rank = cuda_rng_by_rank(self.cuda_ids, self.world)
         last = self.out_dir / "last.pt"
         if not self.world.is_main:
             return last
@@ -308,7 +313,7 @@ class Trainer:
             "model_ema": self.ema.module.state_dict() if self.ema is not None else None,
             "model_ema_updates": int(self.ema.n_averaged) if self.ema is not None else 0,
             "criterion": self.parts.criterion.state_dict(),
-            "rng": rng_state(self.cuda_ids),
+            "rng": rng_state(self.cuda_ids, cuda_by_rank),
             "classes": self.classes,
             "config": self.cfg.to_dict(),
             "provenance": self.provenance,
@@ -482,20 +487,27 @@ class Trainer:
 
 
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
-    """Under ``torchrun --max-restarts``, restarted workers continue this job's newest checkpoint by themselves.
+    """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
 
-    Only a checkpoint this job wrote (its ``TORCHELASTIC_RUN_ID``): another run's
-    last.pt in the folder is refused as on a first start.
+    The rule every node agrees on: ``last.pt`` records the job that wrote it
+    (``TORCHELASTIC_RUN_ID``, torchrun's ``--rdzv-id``), and a job resumes its
+    own last.pt whatever the restart count (which each node's agent counts for
+    its own workers only, so nodes disagree). A Slurm requeue keeps its job id,
+    so ``--rdzv-id=$SLURM_JOB_ID`` continues too. Another job's last.pt is
+    refused as on a first start. torchrun's default id ``none`` names no job:
+    then only a restart on this node resumes.
     """
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    if resume is not None or not restarts or not (out_dir / "last.pt").is_file():
+    job = os.environ.get("TORCHELASTIC_RUN_ID")
+    if resume is not None or job is None or not (out_dir / "last.pt").is_file():
+        return resume
+    if job == "none" and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
         return resume
     try:
-        ours = read_checkpoint(out_dir / "last.pt").get("job") == os.environ.get("TORCHELASTIC_RUN_ID")
+        ours = read_checkpoint(out_dir / "last.pt").get("job") == job
     except UserError:
         ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
     if ours and world.is_main:
-        print(f"torchrun restarted the workers (restart {restarts}): resuming from {out_dir}", flush=True)
+        print(f"{out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
     return "auto" if ours else None
 
 
