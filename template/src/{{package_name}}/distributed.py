@@ -9,7 +9,7 @@ import datetime
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -20,6 +20,10 @@ from .config import TrainConfig
 from .device import select_device
 from .errors import UserError
 
+# How long the processes wait for each other once, after the data is set up: a rank on a slow shared file system
+# may check and fingerprint its data far longer than a collective should take (train.collective_timeout).
+STARTUP_TIMEOUT = datetime.timedelta(hours=2)
+
 
 @dataclass(frozen=True)
 class World:
@@ -28,6 +32,8 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
+    # A gloo group with STARTUP_TIMEOUT for the one wait after data setup (``started``); None for one process.
+    startup: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -74,8 +80,24 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
         wait = datetime.timedelta(seconds=timeout)
         store, rank, size = next(dist.rendezvous("env://", timeout=wait))
         store = attempt_store(store, size)
-        dist.init_process_group("nccl" if on_gpu else "gloo", store=store, rank=rank, world_size=size, timeout=wait)
+        backend = "nccl" if on_gpu else "gloo"
+        # device_id binds NCCL to this rank's GPU now (eagerly), instead of at the first collective, where a
+        # barrier would have to guess the device (and warns that it does).
+        device_id = torch.device("cuda", world.local_rank) if on_gpu else None
+        dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=wait, device_id=device_id)
+        world = replace(world, startup=dist.new_group(backend="gloo", timeout=STARTUP_TIMEOUT))
     return world
+
+
+def started(world: World) -> None:
+    """Every process waits here, once, until all have set up their data; up to STARTUP_TIMEOUT, not the collectives'.
+
+    Before this point each process works alone (file checks once per node,
+    fingerprints, caches), and a slow one must not make the others give up.
+    A process that fails before it gets here ends the wait at once.
+    """
+    if world.distributed and world.startup is not None:
+        dist.barrier(group=world.startup)
 
 
 def attempt_store(store: dist.Store, size: int) -> dist.Store:

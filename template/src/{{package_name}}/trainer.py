@@ -50,6 +50,7 @@ from .distributed import (
     collective_failure,
     data_parallel_ids,
     init_world,
+    started,
     sync_batchnorm,
     sync_buffers,
     wrap_model,
@@ -127,12 +128,16 @@ class Trainer:
         self.device = device
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
-        train_set, val_set = build_datasets(cfg, self.progress_bars)
+        # The per-file checks once per node (local rank 0): the other ranks of the node wait at started() below.
+        train_set, val_set = build_datasets(cfg, self.progress_bars, check_files=self.world.local_rank == 0)
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
             claim_out_dir(self.out_dir, self.lock)
         self.provenance = provenance(train_set, val_set)
+        # Every rank has set up its data (checks, fingerprint, cache): wait for the slowest with a long timeout
+        # (STARTUP_TIMEOUT), before the first collective that uses train.collective_timeout (DDP's broadcast).
+        started(self.world)
         self.classes = list(train_set.classes)
         # Persistent workers live across epochs; close() ends them on every way out of the run.
         self.train_loader = build_loader(train_set, cfg, device, train=True, world=self.world, persistent=True)
