@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
-from .distributed import unwrap
+from .distributed import World, gather_objects, unwrap
 from .errors import UserError
 
 FORMAT_VERSION = 1
@@ -161,27 +161,50 @@ def load_model_state(model: nn.Module, state: dict[str, torch.Tensor], source: s
         ) from None
 
 
-def rng_state(cuda_devices: Sequence[int] = ()) -> dict[str, Any]:
+def rng_state(cuda_devices: Sequence[int] = (), cuda_by_rank: list[list[torch.Tensor]] | None = None) -> dict[str, Any]:
     """Every random generator the run draws from, as tensors and plain values.
 
     Of the GPUs, those the training uses (the training device, and under
     DataParallel each replica's GPU, whose dropout draws from its own
     generator): the file then also resumes on a machine with another number
-    of GPUs.
+    of GPUs. Under DDP each rank draws dropout from its own GPU's generator:
+    ``cuda_by_rank`` (``cuda_rng_by_rank``) holds every rank's, at its rank.
     """
     numpy_state = np.random.get_state()  # noqa: NPY002 - the global generator user code may draw from
     return {
         "torch": torch.get_rng_state(),
         "cuda": {index: torch.cuda.get_rng_state(index) for index in cuda_devices} or None,
+        "cuda_by_rank": cuda_by_rank,
         "numpy": [numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]],
         "python": random.getstate(),
     }
 
 
-def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = ()) -> None:
-    """Restore the generators ``rng_state`` saved; a GPU this run does not use keeps its own."""
+def cuda_rng_by_rank(cuda_devices: Sequence[int], world: World) -> list[list[torch.Tensor]] | None:
+    """Under DDP on GPUs, every rank's CUDA generators (its GPUs' order), in rank order; else None.
+
+    A collective: every process calls it at the same point, before the main
+    process alone writes the checkpoint.
+    """
+    if not world.distributed or not cuda_devices:
+        return None
+    return gather_objects([torch.cuda.get_rng_state(index) for index in cuda_devices], world)
+
+
+def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = (), rank: int | None = None) -> None:
+    """Restore the generators ``rng_state`` saved; a GPU this run does not use keeps its own.
+
+    ``rank`` (under DDP) takes this rank's own CUDA generators from
+    ``cuda_by_rank``, matched by position: rank 1 trained on cuda:1 on one
+    machine resumes on cuda:0 of a second. Files without it (written before,
+    or by one process) restore the GPUs they name.
+    """
     torch.set_rng_state(state["torch"])
-    saved = state.get("cuda")
+    by_rank = state.get("cuda_by_rank")
+    if rank is not None and by_rank is not None and rank < len(by_rank):
+        saved = dict(zip(cuda_devices, by_rank[rank], strict=False))  # this rank's GPUs, in the order it saved them
+    else:
+        saved = state.get("cuda")
     if isinstance(saved, torch.Tensor):  # files of template 1.x: the training device's generator alone
         saved = {cuda_devices[0]: saved} if cuda_devices else {}
     for index, generator in (saved or {}).items():

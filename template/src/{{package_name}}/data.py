@@ -79,17 +79,25 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
 
 
 def folder_dataset(
-    root: Path, cfg: DataConfig, train: bool, allow_empty: bool = False, progress: bool = False
+    root: Path,
+    cfg: DataConfig,
+    train: bool,
+    allow_empty: bool = False,
+    progress: bool = False,
+    check_files: bool = True,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
     Grayscale, palette and RGBA images are converted to RGB by the loader.
+    ``check_files=False`` skips the per-file checks (stray files, image
+    headers): under torchrun one process per node makes them (see build_datasets).
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
     check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
     check_class_folders(root, extensions, allow_empty)
-    check_strays(root, extensions, cfg.on_bad_file)
+    if check_files:
+        check_strays(root, extensions, cfg.on_bad_file)
     loader = checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
     if npy:
@@ -100,7 +108,7 @@ def folder_dataset(
         dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
     if cfg.on_bad_file == "skip":
         drop_unreadable(dataset, progress)
-    elif not npy:
+    elif not npy and check_files:
         check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
     return dataset
 
@@ -125,16 +133,23 @@ def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
     return any(name.lower().endswith(extensions) for _, _, names in os.walk(folder, followlinks=True) for name in names)
 
 
-def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
+def build_datasets(
+    cfg: Config, progress: bool = False, check_files: bool = True
+) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
-    is relabelled with the training indices.
+    is relabelled with the training indices. ``check_files``: the per-file
+    checks, which open every file; under torchrun only local rank 0 makes them,
+    once per node, while the others wait for it at ``distributed.started``
+    (``data.on_bad_file: skip`` reads every file on every rank: each needs the list).
     """
     root = Path(cfg.data.root)
     check_data_root(root)
-    train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress)
-    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, progress=progress)
+    train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress, check_files=check_files)
+    val_set = folder_dataset(
+        root / "val", cfg.data, train=False, allow_empty=True, progress=progress, check_files=check_files
+    )
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "

@@ -9,7 +9,7 @@ import datetime
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -20,6 +20,10 @@ from .config import TrainConfig
 from .device import select_device
 from .errors import UserError
 
+# How long the processes wait for each other once, after the data is set up: a rank on a slow shared file system
+# may check and fingerprint its data far longer than a collective should take (train.collective_timeout).
+STARTUP_TIMEOUT = datetime.timedelta(hours=2)
+
 
 @dataclass(frozen=True)
 class World:
@@ -28,6 +32,8 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
+    # A gloo group with STARTUP_TIMEOUT for the one wait after data setup (``started``); None for one process.
+    startup: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -78,15 +84,45 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
         # waiting forever; train() turns that into one line naming this rank.
         wait = datetime.timedelta(seconds=timeout)
         store, rank, size = next(dist.rendezvous("env://", timeout=wait))
-        # After torchrun --max-restarts restarts the workers, the store can still hold the addresses the dead
-        # attempt published, and the new process group would dial them (pytorch/pytorch#167288): one key
-        # space per attempt.
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        store = dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
-        dist.init_process_group("nccl" if on_gpu else "gloo", store=store, rank=rank, world_size=size, timeout=wait)
+        store = attempt_store(store, size)
+        backend = "nccl" if on_gpu else "gloo"
+        # device_id binds NCCL to this rank's GPU now (eagerly), instead of at the first collective, where a
+        # barrier would have to guess the device (and warns that it does).
+        device_id = torch.device("cuda", world.local_rank) if on_gpu else None
+        dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=wait, device_id=device_id)
+        world = replace(world, startup=dist.new_group(backend="gloo", timeout=STARTUP_TIMEOUT))
     global holders
     holders += 1
     return world
+
+
+def started(world: World) -> None:
+    """Every process waits here, once, until all have set up their data; up to STARTUP_TIMEOUT, not the collectives'.
+
+    Before this point each process works alone (file checks once per node,
+    fingerprints, caches), and a slow one must not make the others give up.
+    A process that fails before it gets here ends the wait at once.
+    """
+    if world.distributed and world.startup is not None:
+        dist.barrier(group=world.startup)
+
+
+def attempt_store(store: dist.Store, size: int) -> dist.Store:
+    """The store under a key space of its own for this attempt of the job, the same on every process.
+
+    After torchrun --max-restarts restarts the workers, the store (torchrun's
+    agent keeps it across restarts) still holds the addresses the dead attempt
+    published, and a new process group would dial them (pytorch/pytorch#167288).
+    ``TORCHELASTIC_RESTART_COUNT`` cannot name the attempt: each node's agent
+    counts only its own workers' failures, so two nodes disagree. Instead every
+    process adds 1 to a counter in the store (an atomic add): the N processes of
+    the first attempt read 1..N, those of the second N+1..2N, and so on. (A
+    process that dies before it gets here, while it imports, would shift the
+    count: the next attempt then times out at its start, with one line.)
+    """
+    arrivals = store.add(f"{__package__}/arrivals/world-{size}", 1)  # per world size: an elastic job may shrink
+    attempt = (arrivals - 1) // size
+    return dist.PrefixStore(f"{__package__}/attempt-{attempt}", store)
 
 
 def collective_failure(error: BaseException, world: World) -> UserError | None:
@@ -125,6 +161,15 @@ def agreed(flag: bool, world: World, device: torch.device) -> bool:
         return flag
     votes = torch.tensor([1.0 if flag else 0.0], device=device)
     return bool(sum_across(votes, world).item() > 0)
+
+
+def gather_objects(value: Any, world: World) -> list[Any]:
+    """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` for one process."""
+    if not world.distributed:
+        return [value]
+    gathered: list[Any] = [None] * world.size
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def sync_buffers(model: nn.Module, world: World) -> None:

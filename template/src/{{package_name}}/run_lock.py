@@ -2,13 +2,15 @@
 
 An exclusive ``fcntl.flock`` on ``out_dir/.lock``, held while the run lives:
 the kernel drops it when the process ends in any way (SIGKILL and power cuts
-included), so no stale lock ever blocks a later ``--resume auto``. (flock is
-per machine: on a network file system shared by several machines, give each
-run its own out_dir.)
+included), so no stale lock ever blocks a later ``--resume auto``. The lock is
+taken before anything else in the folder is touched (``claim_out_dir``): a run
+that is refused changes nothing of the run that holds it. (On NFS, a lock held
+by a node that died stays held until the server lets it go: see the README.)
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -17,6 +19,9 @@ from pathlib import Path
 from typing import IO
 
 from .errors import UserError
+
+# flock's answers for "another process holds it" (EWOULDBLOCK is EAGAIN on Linux); any other error is the file system's.
+HELD = {errno.EWOULDBLOCK, errno.EAGAIN}
 
 
 class RunLock:
@@ -28,13 +33,20 @@ class RunLock:
         handle = self.path.open("a+")  # "a+": never truncates what the holder wrote
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as exc:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
+            if exc.errno in HELD:
+                raise UserError(
+                    f"train.out_dir {self.path.parent} is in use by a run in progress ({holder}): "
+                    "wait for it to end or stop it, or choose another train.out_dir"
+                ) from None
+            # ENOLCK, ENOSYS, EOPNOTSUPP...: NFS mounted nolock, Lustre mounted without flock, some FUSE mounts.
             raise UserError(
-                f"train.out_dir {self.path.parent} is in use by a run in progress ({holder}): "
-                "wait for it to end or stop it, or choose another train.out_dir"
+                f"train.out_dir {self.path.parent} is on a file system that cannot lock files "
+                f"(flock on {self.path.name}: {exc.strerror or exc}): mount it with locking "
+                "(NFS without nolock, Lustre with -o flock) or choose a train.out_dir on a file system that has it"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -49,3 +61,21 @@ class RunLock:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
             self.handle = None
+
+
+def claim_out_dir(out_dir: Path, lock: RunLock) -> None:
+    """Create the folder, take its run lock, then check it can be written and drop crash leftovers.
+
+    In this order: the stale temporary files deleted here could be a running
+    run's checkpoint in flight, so only the lock's holder may delete them.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)  # creates, never changes, what is there
+        lock.acquire()  # one run per out_dir, released by the kernel however this process ends
+        probe = out_dir / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+        for stale in out_dir.glob(".*.pt.*tmp"):  # writes a crash of this run's earlier process cut short
+            stale.unlink()
+    except OSError as exc:
+        raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None

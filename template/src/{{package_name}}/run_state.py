@@ -47,6 +47,7 @@ from torch.optim.swa_utils import AveragedModel
 
 from .checkpoint import (
     FORMAT_VERSION,
+    cuda_rng_by_rank,
     find_resume_state,
     link_atomically,
     load_matching,
@@ -123,28 +124,6 @@ class RunParts:
     batches_per_epoch: int  # where inside an epoch a mid-epoch checkpoint falls, for the resume mark
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """Check that the folder can be written (before the run lock, whose file goes there)."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
-
-
-def drop_partial_writes(out_dir: Path) -> None:
-    """Remove the temporary files of checkpoint writes a crash cut short.
-
-    Only while holding the run lock: a run still alive in the folder has its
-    own write in progress under the same kind of name, and removing it would
-    make that run's checkpoint fail.
-    """
-    for stale in out_dir.glob(".*.pt.*tmp"):
-        stale.unlink(missing_ok=True)
-
-
 def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:
     """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve.
 
@@ -177,7 +156,12 @@ class RunState:
         self.cfg, self.world, self.parts, self.tracking, self.say = cfg, world, parts, tracking, say
         self.out_dir = Path(cfg.train.out_dir)
 
-    def state_dict(self, progress: Progress, per_process: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def state_dict(
+        self,
+        progress: Progress,
+        per_process: list[dict[str, Any]] | None,
+        cuda_by_rank: list[list[torch.Tensor]] | None = None,
+    ) -> dict[str, Any]:
         """Every key of the table above, in its order."""
         model, ema, optimization = self.parts.model, self.parts.ema, self.parts.optimization
         return {
@@ -191,7 +175,7 @@ class RunState:
             "model_ema": ema.module.state_dict() if ema is not None else None,
             "model_ema_updates": int(ema.n_averaged) if ema is not None else 0,
             "criterion": optimization.criterion.state_dict(),
-            "rng": rng_state(self.parts.cuda_ids),
+            "rng": rng_state(self.parts.cuda_ids, cuda_by_rank),
             "classes": self.parts.classes,
             "config": self.cfg.to_dict(),
             "provenance": self.parts.provenance,
@@ -216,7 +200,8 @@ class RunState:
         progress = Progress(totals=self.unfinished_epoch(path, state))
         progress.load_state_dict(state)
         # Last: nothing after this may draw a random number before fit, or the resumed run would diverge.
-        set_rng_state(state["rng"], self.parts.cuda_ids)
+        # Under DDP each rank takes its own CUDA generators back (rng["cuda_by_rank"]), not rank 0's.
+        set_rng_state(state["rng"], self.parts.cuda_ids, self.world.rank if self.world.distributed else None)
         within = f", step {progress.totals.batches} of epoch {progress.epoch + 1}" if progress.totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
         return progress
@@ -224,11 +209,14 @@ class RunState:
     def save(self, progress: Progress, is_best: bool = False) -> Path:
         """Every process takes part (a mid-epoch file holds each one's running sums); the main process writes."""
         per_process = progress.totals.gathered(self.world) if progress.totals is not None else None
+        # A collective too: every rank's CUDA generators (DDP on GPUs), for each rank to take its own back.
+        cuda_by_rank = cuda_rng_by_rank(self.parts.cuda_ids, self.world)
         last = self.out_dir / "last.pt"
         if not self.world.is_main:
             return last
         try:
-            save_run_checkpoint(self.state_dict(progress, per_process), self.out_dir, self.cfg.train.keep_last)
+            state = self.state_dict(progress, per_process, cuda_by_rank)
+            save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
             if is_best:
                 link_atomically(last, self.out_dir / "best.pt")  # a hard link: best.pt costs no second write
         except OSError as exc:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
+# Under torchrun the other ranks wait at the next collective while rank 0 logs an epoch: a slow server may
+# hold them this long, never train.collective_timeout (which would end the job).
+EPOCH_SECONDS = 5
 # The run's files worth keeping with it; globs, relative to train.out_dir.
 ARTIFACTS = ("config.yaml", "metrics.jsonl", "curves.png", "train_batch.png", "confusion_matrix*.png", "test*.json")
 
@@ -85,10 +88,10 @@ def template_tags(answers: dict[str, Any], git: dict[str, Any]) -> dict[str, str
 
 
 @contextlib.contextmanager
-def _short_http_timeouts() -> Iterator[None]:
+def _short_http_timeouts(seconds: float = PROBE_SECONDS) -> Iterator[None]:
     """MLflow reads these at each request; by default it retries for minutes before giving up."""
     saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
-    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(PROBE_SECONDS)})
+    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(seconds)})
     try:
         yield
     finally:
@@ -146,6 +149,7 @@ class MlflowRun:
         self.client = client
         self.run_id = run_id
         self.last_step = last_step  # epochs already logged: a resume logs only later ones
+        self.pending: list[Any] = []  # metrics of epochs the server did not take in time: sent with the next
 
     @classmethod
     def start(cls, config: dict[str, Any], run_id: str | None = None, name: str | None = None) -> MlflowRun:
@@ -181,7 +185,12 @@ class MlflowRun:
             self.client.log_batch(self.run_id, params=items[start : start + 100])
 
     def epoch(self, row: dict[str, Any]) -> None:
-        """Every number of the epoch's metrics row, at step = epoch; an epoch already logged is skipped."""
+        """Every number of the epoch's metrics row, at step = epoch; an epoch already logged is skipped.
+
+        With a short timeout and no retries (EPOCH_SECONDS): the other ranks
+        wait meanwhile. A server that does not answer costs a warning, and the
+        row is sent again with the next epoch's; metrics.jsonl has it anyway.
+        """
         from mlflow.entities import Metric
 
         step = int(row["epoch"])
@@ -189,8 +198,17 @@ class MlflowRun:
             return
         now = int(time.time() * 1000)
         numbers = {k: v for k, v in row.items() if k != "epoch" and isinstance(v, int | float)}
-        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step) for k, v in numbers.items()])
+        self.pending += [Metric(k, float(v), now, step) for k, v in numbers.items()]
         self.last_step = step
+        try:
+            with _short_http_timeouts(EPOCH_SECONDS):
+                while self.pending:
+                    self.client.log_batch(self.run_id, metrics=self.pending[:1000])  # MLflow's limit per call
+                    del self.pending[:1000]
+        except Exception as exc:  # MLflow raises many kinds: connection, HTTP status, SQL
+            reason = " ".join(str(exc).split())[:160]
+            print(f"warning: MLflow did not take epoch {step}'s metrics in {EPOCH_SECONDS} s ({reason}): "
+                  "training goes on, they are sent again after the next epoch", flush=True)  # fmt: skip
 
     def log_metrics(self, values: dict[str, float]) -> None:
         from mlflow.entities import Metric

@@ -39,6 +39,7 @@ from .distributed import (
     collective_failure,
     data_parallel_ids,
     init_world,
+    started,
     sync_batchnorm,
     sync_buffers,
     wrap_model,
@@ -51,8 +52,8 @@ from .optim import build_optimizer, build_scheduler
 from .outputs import build_outputs
 from .preemption import GracefulStop, Preempted
 from .provenance import provenance
-from .run_lock import RunLock
-from .run_state import Progress, RunParts, RunState, drop_partial_writes, prepare_out_dir
+from .run_lock import RunLock, claim_out_dir
+from .run_state import Progress, RunParts, RunState
 from .tracking import preflight
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
@@ -114,13 +115,16 @@ class Trainer:
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
-        train_set, val_set = build_datasets(cfg, self.progress_bars)
+        # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
+        train_set, val_set = build_datasets(cfg, self.progress_bars, check_files=self.world.local_rank == 0)
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
-            prepare_out_dir(self.out_dir)
-            self.lock.acquire()  # one run per out_dir, released by the kernel however this process ends
-            drop_partial_writes(self.out_dir)  # after the lock: a live run's write in progress looks the same
+            # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
+            claim_out_dir(self.out_dir, self.lock)
         record = provenance(train_set, val_set)  # where the run's code and data came from: in every checkpoint
+        # Every rank waits here (a long timeout, not collective_timeout) until all have set up their data: a
+        # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
+        started(self.world)
         self.classes = list(train_set.classes)
         self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
@@ -296,22 +300,27 @@ def seed_everything(seed: int) -> None:
 
 
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
-    """Restarted workers (``torchrun --max-restarts``) and a requeued job (``--rdzv-id=$SLURM_JOB_ID``, the same
-    id again) continue this job's newest checkpoint by themselves.
+    """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
 
-    Only a checkpoint this job wrote (its ``TORCHELASTIC_RUN_ID``): another run's
-    last.pt in the folder is refused as on a first start.
+    The rule every node agrees on: ``last.pt`` records the job that wrote it
+    (``TORCHELASTIC_RUN_ID``, torchrun's ``--rdzv-id``), and a job resumes its
+    own last.pt whatever the restart count (which each node's agent counts for
+    its own workers only, so nodes disagree). A Slurm requeue keeps its job id,
+    so ``--rdzv-id=$SLURM_JOB_ID`` continues too. Another job's last.pt is
+    refused as on a first start. torchrun's default id ``none`` names no job:
+    then only a restart on this node resumes.
     """
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     job = os.environ.get("TORCHELASTIC_RUN_ID")
-    # Slurm requeue hook: the job id alone decides, no restart needed ("none" is torchrun's default id, no job's).
-    if resume is not None or not job or job == "none" or not (out_dir / "last.pt").is_file():
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if resume is not None or job is None or not (out_dir / "last.pt").is_file():
+        return resume
+    if job == "none" and not restarts:
         return resume
     try:
         ours = read_checkpoint(out_dir / "last.pt").get("job") == job
     except UserError:
-        ours = restarts > 0  # damaged by the failure: --resume auto falls back to an older intact checkpoint
+        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
     if ours and world.is_main:
         again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
-        print(f"{again}: resuming from {out_dir}", flush=True)
+        print(f"{again}: {out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
     return "auto" if ours else None
