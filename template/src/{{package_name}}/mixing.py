@@ -13,7 +13,7 @@ import torch
 from torchvision.transforms import v2
 
 from .config import TrainConfig
-from .data import sample_seed
+from .seeding import batch_seed
 
 
 class BatchMixer:
@@ -37,5 +37,5 @@ class BatchMixer:
         if not images.is_floating_point():
             images = images.float().div_(255)  # mixing averages pixels: uint8 would round them
         with torch.random.fork_rng(devices=[]):  # the CPU generator alone; the caller's state comes back after
-            torch.default_generator.manual_seed(sample_seed(self.seed, -epoch, batch))  # -epoch: not a sample's seed
+            torch.default_generator.manual_seed(batch_seed(self.seed, epoch, batch))
             return self.mix(images, targets)

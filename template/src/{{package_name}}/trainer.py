@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 from torch import nn
@@ -64,6 +62,7 @@ from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
 from .run_lock import RunLock
+from .seeding import seed_everything
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, preflight, track
 
@@ -81,12 +80,6 @@ class Progress:
     bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
     mlflow_run_id: str | None = None  # with train.mlflow: the MLflow run a resumed run continues
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)  # noqa: NPY002 - user code may draw from NumPy's global generator
-    torch.manual_seed(seed)
 
 
 def prepare_out_dir(out_dir: Path) -> None:
@@ -151,7 +144,11 @@ class Trainer:
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.batches_per_epoch = len(self.train_loader)
         # data.pipeline: batch: random crops and flips of whole batches, on the training device (augment.py).
-        self.augment = BatchAugment(cfg, self.world.rank, self.compute.layout) if batch_path(cfg.data) else None
+        self.augment = (
+            BatchAugment(cfg.data, cfg.train.seed, self.world.rank, self.compute.layout)
+            if batch_path(cfg.data)
+            else None
+        )
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.assemble(train_set)
         self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
