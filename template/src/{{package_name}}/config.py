@@ -38,7 +38,7 @@ CONFIG_VERSION = 1
 # Keys that moved to another section. A checkpoint written before the move is read with the key at its
 # new place; a config file or --set that names the old key is refused with the new name (copier update
 # rewrites the project's configs/*.yaml).
-MOVED: dict[str, str] = {}
+MOVED = {"train.mixup_alpha": "data.mixup_alpha", "train.cutmix_alpha": "data.cutmix_alpha"}
 
 
 def _answered_defaults() -> dict[str, dict[str, Any]]:
@@ -109,6 +109,12 @@ class DataConfig:
         "uniform",
         "uniform: each image once per epoch | balanced: classes drawn equally often",
         choices=("uniform", "balanced"),
+    )
+    mixup_alpha: float = option(
+        0.0, "MixUp's Beta(alpha, alpha) on each training batch; 0 turns it off", bounds="[0, inf)"
+    )
+    cutmix_alpha: float = option(
+        0.0, "CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)", bounds="[0, inf)"
     )
 
 
@@ -183,12 +189,6 @@ class TrainConfig:
     )
     keep_last: int = option(
         0, "older checkpoints kept beside last.pt, for a fallback if it is damaged", bounds="[0, inf)"
-    )
-    mixup_alpha: float = option(
-        0.0, "MixUp's Beta(alpha, alpha) on each training batch; 0 turns it off", bounds="[0, inf)"
-    )
-    cutmix_alpha: float = option(
-        0.0, "CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)", bounds="[0, inf)"
     )
     ema_decay: float = option(
         0.0, "exponential moving average of the weights, evaluated and saved; 0 turns it off", bounds="[0, 1)"

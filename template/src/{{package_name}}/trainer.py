@@ -177,7 +177,7 @@ class Trainer:
         # train.ema_decay: a moving average of the weights, buffers included, updated after each step.
         average = get_ema_multi_avg_fn(cfg.train.ema_decay)
         self.ema = AveragedModel(self.model, multi_avg_fn=average, use_buffers=True) if cfg.train.ema_decay else None
-        self.mixer = BatchMixer(cfg.train, len(self.classes)) if BatchMixer.wanted(cfg.train) else None
+        self.mixer = BatchMixer(cfg.data, cfg.train.seed, len(self.classes)) if BatchMixer.wanted(cfg.data) else None
         weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
         optimizer = build_optimizer(self.model, cfg.optim)
         self.parts = Optimization(
