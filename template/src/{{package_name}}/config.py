@@ -2,8 +2,8 @@
 
 Every key is written once, below: its type, its default, its allowed values
 and bounds (``option(...)``), and a line of help. The YAML file and the
-command line may only change values, and one generic check (``validate``)
-applies every key's choices and bounds. A typo or a wrong type is refused
+command line may only change values, and one generic check (``validate``,
+with ``config_rules.py``) applies every key's choices and bounds. A typo or a wrong type is refused
 with the nearest valid key, never silently ignored. (Written by hand rather
 than with OmegaConf so that every error is one line that names the fix.)
 
@@ -19,11 +19,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import math
 import re
-import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from .config_rules import check_value, coerce, option, options, rules
 from .errors import UserError
 
 CONFIG_VERSION = 1
@@ -48,21 +47,6 @@ def _answered_defaults() -> dict[str, dict[str, Any]]:
 
 
 ANSWERED = _answered_defaults()
-
-
-def rules(help: str, *, choices: tuple[str, ...] = (), bounds: str = "", nonempty: bool = False) -> dict[str, Any]:
-    """A key's help and checks, kept in its dataclass field's metadata for ``validate`` and the docs.
-
-    ``choices``: the strings it may take. ``bounds``: an interval such as ``"(0, 1]"`` or
-    ``"[0, inf)"`` that each number (each item, for a list) must lie in. ``nonempty``: a list
-    that needs at least one item.
-    """
-    return {"help": help, "choices": choices, "bounds": bounds, "nonempty": nonempty}
-
-
-def option(default: Any, help: str, *, choices: tuple[str, ...] = (), bounds: str = "") -> Any:
-    """One config key with a fixed default (lists use ``field(default_factory=...)`` with ``rules``)."""
-    return field(default=default, metadata=rules(help, choices=choices, bounds=bounds))
 
 
 @dataclass
@@ -219,17 +203,6 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def options(config: Any = None, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field, Any]]:
-    """Every key as (dotted name, its field, its value in ``config``), in file order: for checks and docs."""
-    config = Config() if config is None else config
-    for item in dataclasses.fields(config):
-        value = getattr(config, item.name)
-        if dataclasses.is_dataclass(value):
-            yield from options(value, f"{prefix}{item.name}.")
-        else:
-            yield f"{prefix}{item.name}", item, value
-
-
 def load_config(
     paths: str | Path | Sequence[str | Path] | None = None,
     overrides: list[str] | tuple[str, ...] = (),
@@ -363,42 +336,8 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         if dataclasses.is_dataclass(kind):
             values[key] = _build(kind, value, f"{prefix}{key}.")
         else:
-            values[key] = _coerce(value, kind, f"{prefix}{key}")
+            values[key] = coerce(value, kind, f"{prefix}{key}")
     return cls(**values)
-
-
-def _coerce(value: Any, kind: Any, key: str) -> Any:
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        kinds = [a for a in args if a is not type(None)]
-        if len(kinds) == 1:
-            return _coerce(value, kinds[0], key)
-        matching = [kind for kind in kinds if isinstance(value, kind) and not isinstance(value, bool)]
-        if not matching:
-            names = " or ".join(kind.__name__ for kind in kinds)
-            raise UserError(f"{key} must be {names}, got {value!r}")
-        return value
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise UserError(f"{key} must be a list, got {value!r}: write e.g. {key}=[1,2,3]")
-        return [_coerce(v, args[0], key) for v in value]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is float and isinstance(value, str):
-        try:
-            return float(value)  # YAML 1.1 reads 1e-3 (no dot) as a string
-        except ValueError:
-            pass
-    if kind is str and isinstance(value, bool):
-        return "true" if value else "false"  # YAML reads an unquoted true/false as a bool
-    if kind is str and isinstance(value, int | float):
-        return str(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise UserError(f"{key} must be {kind.__name__}, got {value!r}")
-    return value
 
 
 def validate(config: Config) -> None:
@@ -410,56 +349,3 @@ def validate(config: Config) -> None:
     model = config.model
     if len(model.mean) != len(model.std) or not model.std:
         raise UserError("model.mean and model.std need one value per channel, std > 0")
-
-
-def check_value(value: Any, rules: typing.Mapping[str, Any]) -> str:
-    """What is wrong with ``value`` under a key's rules, as the end of a sentence; "" when nothing."""
-    choices, bounds = rules.get("choices", ()), rules.get("bounds", "")
-    allowed = ", ".join(choices) if not bounds else f"{' or '.join(choices)} or a number {describe(bounds)}"
-    if isinstance(value, str) and choices:
-        return "" if value in choices else f"is {value!r}: choose one of {allowed}"
-    if isinstance(value, list):
-        if rules.get("nonempty") and not value:
-            return "must not be an empty list"
-        bad = [item for item in value if bounds and not within(item, bounds)]
-        return f"items must each be {describe(bounds)}, got {value}" if bad else ""
-    if bounds and isinstance(value, int | float) and not isinstance(value, bool) and not within(value, bounds):
-        if choices:
-            return f"must be {allowed}, got {value!r}"
-        if bounds == "[0, inf)":
-            return f"must not be negative, got {value}"
-        return f"must be {describe(bounds)}, got {value}"
-    return ""
-
-
-INTERVAL = re.compile(r"^([\[(])\s*([^,]+?)\s*,\s*([^,]+?)\s*([\])])$")
-
-
-def parse_bounds(bounds: str) -> tuple[float, float, bool, bool]:
-    """``"(0, 1]"`` -> (0.0, 1.0, low included?, high included?)."""
-    match = INTERVAL.match(bounds)
-    if not match:
-        raise ValueError(f"bounds {bounds!r} is not an interval like (0, 1] or [0, inf)")
-    left, low, high, right = match.groups()
-    return float(low), float(high), left == "[", right == "]"
-
-
-def within(value: float, bounds: str) -> bool:
-    low, high, low_in, high_in = parse_bounds(bounds)
-    above = value >= low if low_in else value > low
-    below = value <= high if high_in else value < high
-    return above and below
-
-
-def describe(bounds: str) -> str:
-    """Words for an interval: "greater than 0", ">= 0", or "in (0, 1]"."""
-    low, high, low_in, _ = parse_bounds(bounds)
-    if math.isinf(high):
-        return f">= {low:g}" if low_in else f"greater than {low:g}"
-    return f"in {bounds}"
-
-
-def get_dotted(config: Any, key: str) -> Any:
-    for part in key.split("."):
-        config = getattr(config, part)
-    return config
