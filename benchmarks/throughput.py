@@ -192,7 +192,8 @@ def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
     """One training epoch of the trainer's own loader (and batch augmentation), without the model."""
     data = importlib.import_module(f"{package}.data")
     pipeline = importlib.import_module(f"{package}.pipeline")
-    augment = importlib.import_module(f"{package}.augment").BatchAugment(cfg, 0, torch.channels_last)
+    batch_augment = importlib.import_module(f"{package}.augment").BatchAugment
+    augment = batch_augment(cfg.data, cfg.train.seed, 0, torch.channels_last)
     loader = data.build_loader(data.build_datasets(cfg)[0], cfg, device, train=True)
     batched = pipeline.batch_path(cfg.data)
     loader.sampler.set_epoch(2)

@@ -1,11 +1,19 @@
-"""Rename one ``section.key`` in every ``configs/*.yaml`` of a project, for ``_migrations``.
+"""Rename or move one ``section.key`` in every ``configs/**/*.yaml`` of a project, for ``_migrations``.
 
-A template version that renames a config key lists this script in copier.yml
-with ``when: "{{ _stage == 'before' }}"``. copier runs it in the project before
-merging, so the user's own configs (which the template never touches) follow
-the rename, and ``configs/default.yaml`` carries it into the merge with the
-user's values kept. It edits lines, not parsed YAML, so comments and layout
-survive. The rewritten files are staged so that copier's merge sees them.
+A template version that renames a config key, or moves it to another section,
+lists this script in copier.yml with ``when: "{{ _stage == 'before' }}"``.
+copier runs it in the project before merging, so the user's own configs
+(which the template never touches) follow the change, and the template's
+configs (``default.yaml``, recipes) carry it into the merge with the user's
+values kept. It edits lines, not parsed YAML, so comments and layout survive:
+
+- within one section the key is renamed where it stands;
+- to another section its line (comment included) moves to the end of that
+  section, which is made if missing; a section left empty is removed;
+- the dotted name (``train.old``, as sweep search spaces write it) is rewritten.
+
+It changes nothing where the key is absent, so running it twice is harmless.
+The rewritten files are staged so that copier's merge sees them.
 
 Usage: python rename_config_key.py OLD_SECTION.KEY NEW_SECTION.KEY
 """
@@ -20,22 +28,59 @@ from pathlib import Path
 TOP_LEVEL = re.compile(r"^([A-Za-z_][\w-]*)\s*:")
 
 
+def split_key(name: str) -> tuple[str, str]:
+    section, _, leaf = name.partition(".")
+    if not section or not leaf or "." in leaf:
+        raise SystemExit(f"{name}: give SECTION.KEY")
+    return section, leaf
+
+
+def sections(lines: list[str]) -> dict[str, tuple[int, int]]:
+    """Each top-level section's line span: its header line, and the line after its last one."""
+    starts = [(i, m.group(1)) for i, line in enumerate(lines) if (m := TOP_LEVEL.match(line))]
+    ends = [i for i, _ in starts[1:]] + [len(lines)] if starts else []
+    return {name: (start, end) for (start, name), end in zip(starts, ends, strict=True)}
+
+
+def is_content(line: str) -> bool:
+    return bool(line.strip()) and not line.lstrip().startswith("#")
+
+
 def rename_key(text: str, old: str, new: str) -> str:
-    """Rename the key ``old`` (``section.key``) to ``new`` wherever it appears under its section."""
-    section, _, old_leaf = old.partition(".")
-    new_section, _, new_leaf = new.partition(".")
-    if section != new_section or not old_leaf or not new_leaf:
-        raise SystemExit(f"rename {old} -> {new}: give SECTION.KEY twice, with the same section")
-    nested = re.compile(rf"^(\s+){re.escape(old_leaf)}(\s*:)")
-    current = None
-    lines = []
-    for line in text.splitlines(keepends=True):
-        top = TOP_LEVEL.match(line)
-        if top:
-            current = top.group(1)
-        elif current == section:
-            line = nested.sub(rf"\g<1>{new_leaf}\g<2>", line, count=1)
-        lines.append(line)
+    """Rename (same section) or move (another section) the key ``old`` to ``new``."""
+    (section, old_leaf), (new_section, new_leaf) = split_key(old), split_key(new)
+    text = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w])", new, text)  # dotted mentions (sweep spaces)
+    lines = text.splitlines(keepends=True)
+    spans = sections(lines)
+    if section not in spans:
+        return "".join(lines)
+    start, end = spans[section]
+    key = re.compile(rf"^(\s+){re.escape(old_leaf)}(\s*:)")
+    found = next((i for i in range(start + 1, end) if key.match(lines[i])), None)
+    if found is None:
+        return "".join(lines)
+    indent = len(key.match(lines[found]).group(1))
+    # A block value (a list or mapping on the following lines) moves with its key.
+    stop = found + 1
+    while stop < end and lines[stop].strip() and len(lines[stop]) - len(lines[stop].lstrip()) > indent:
+        stop += 1
+    moved = [key.sub(rf"\g<1>{new_leaf}\g<2>", lines[found], count=1), *lines[found + 1 : stop]]
+    if new_section == section:
+        return "".join(lines[:found] + moved + lines[stop:])
+    del lines[found:stop]
+    spans = sections(lines)
+    start, end = spans[section]
+    if not any(is_content(line) for line in lines[start + 1 : end]) and lines[start].split(":", 1)[1].strip() == "":
+        del lines[start]  # nothing left under it: an empty section would read as null
+    spans = sections(lines)
+    if new_section in spans:
+        start, end = spans[new_section]
+        last = max([i for i in range(start, end) if is_content(lines[i])], default=start)
+        lines[last + 1 : last + 1] = moved
+    else:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines += [f"{new_section}:\n", *moved]
     return "".join(lines)
 
 
@@ -43,13 +88,14 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         raise SystemExit(__doc__.strip().splitlines()[-1])
     old, new = argv
-    for path in sorted(Path("configs").glob("*.yaml")):
+    verb = "renamed" if split_key(old)[0] == split_key(new)[0] else "moved"
+    for path in sorted(Path("configs").rglob("*.yaml")):
         text = path.read_text()
         renamed = rename_key(text, old, new)
         if renamed != text:
             path.write_text(renamed)
             subprocess.run(["git", "add", "--", str(path)], check=False)
-            print(f"migration: renamed {old} to {new} in {path}")
+            print(f"migration: {verb} {old} to {new} in {path}")
     return 0
 
 

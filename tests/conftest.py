@@ -44,11 +44,13 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def make_template_repo(dest: Path, tag: str = "v1") -> Path:
-    """Copy copier.yml, template/ and the files it includes into a fresh git repository tagged ``tag``."""
+    """Copy copier.yml, template/, migrations/ and the files they include into a fresh git repository tagged ``tag``."""
     dest.mkdir(parents=True)
     for name in TEMPLATE_FILES:
         shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "template", dest / "template", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # copier.yml's _migrations run scripts from the template's own checkout.
+    shutil.copytree(REPO / "migrations", dest / "migrations", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     git(dest, "init", "--quiet", "--initial-branch=main")
     git(dest, "add", "-A")
     git(dest, "commit", "--quiet", "-m", f"template {tag}")

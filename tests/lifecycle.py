@@ -13,10 +13,9 @@ commits again, as a project is before its first ``copier update``.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
-from .conftest import REPO, generate, git, make_template_repo
+from .conftest import generate, git, make_template_repo
 
 V1, V2 = "v1.0.0", "v2.0.0"
 PACKAGE = "src/{{package_name}}"
@@ -41,9 +40,8 @@ license:
   type: str
   help: License expression for pyproject.toml
   default: MIT
-
-_migrations:
-  - version: v2.0.0
+"""
+V2_MIGRATION = """  - version: v2.0.0
     when: "{{ _stage == 'before' }}"
     command:
       - "{{ _copier_python }}"
@@ -83,6 +81,13 @@ def commit(repo: Path, message: str, tag: str | None = None) -> None:
         git(repo, "tag", tag)
 
 
+def add_question(copier_yml: Path, question: str) -> None:
+    """A question goes before ``_migrations``, the file's last key, whose list later versions extend."""
+    head, sep, tail = copier_yml.read_text().partition("\n_migrations:\n")
+    assert sep, f"{copier_yml} has no _migrations list at its end"
+    copier_yml.write_text(head + "\n" + question + sep + tail)
+
+
 def make_versioned_template(dest: Path) -> Path:
     repo = make_template_repo(dest, tag="v0.0.0")
     template = repo / "template"
@@ -95,11 +100,11 @@ def make_versioned_template(dest: Path) -> Path:
     substitute(template / "configs" / "default.yaml.jinja", r"^(  batch_size:) 32$", r"\1 64")  # edited files
     substitute(template / "README.md.jinja", r"^(\{\{ description \}\}\n)", rf"\1\n{V2_README_LINE}\n")
     substitute(template / "pyproject.toml.jinja", r'^(readme = "README.md"\n)', r"\1license = {{ license | tojson }}\n")
-    (repo / "copier.yml").write_text((repo / "copier.yml").read_text() + V2_QUESTION)  # a new question
+    add_question(repo / "copier.yml", V2_QUESTION)  # a new question
+    (repo / "copier.yml").write_text((repo / "copier.yml").read_text() + V2_MIGRATION)  # _migrations comes last
     for path in template.rglob("*"):  # a renamed config key, everywhere the template uses it
         if path.is_file() and "log_every" in path.read_text():
             substitute(path, r"\blog_every\b", "log_interval", count=path.read_text().count("log_every"))
-    shutil.copytree(REPO / "migrations", repo / "migrations")
     with (template / PACKAGE / "extensions.py").open("a") as extensions:  # files the user owns
         extensions.write('\n\nTEMPLATE_V2 = "the template changed this file"\n')
     (template / "configs" / "finetune.yaml").write_text(TEMPLATE_FINETUNE)

@@ -76,13 +76,28 @@ def test_project_installs_with_its_console_script(project: Path, tmp_path: Path)
     )
     assert env_run.returncode == 0, env_run.stderr
     assert "sample-data" in env_run.stdout
+    # The answers' defaults are package data: the installed package reads them, not the checkout's file.
+    code = "import x_pkg.config as c; print(c.__file__, c.Config().optim.name)"
+    defaults = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)}, cwd=tmp_path,
+                              capture_output=True, text=True)  # fmt: skip
+    assert defaults.returncode == 0, defaults.stderr
+    assert defaults.stdout.split() == [str(site / "x_pkg" / "config.py"), "sgd"]
 
 
 def test_template_code_is_plain_python() -> None:
-    """Package files carry no Jinja, so they lint in place and merge cleanly on update."""
+    """Package files carry no Jinja, so they lint in place and merge cleanly on update.
+
+    The one exception is data, not code: ``project_defaults.yaml``, the copier answers' defaults
+    that config.py reads, rendered from the same answers as ``configs/default.yaml``.
+    """
     package = REPO / "template" / "src" / "{{package_name}}"
-    files = sorted(p for p in package.rglob("*") if "__pycache__" not in p.parts and not p.is_dir())
+    files = sorted(
+        p
+        for p in package.rglob("*")
+        if "__pycache__" not in p.parts and not p.is_dir() and p.name != "project_defaults.yaml.jinja"
+    )
     assert files and any(p.parent != package for p in files)  # subpackages (sweeps/) are checked too
+    assert (package / "project_defaults.yaml.jinja").is_file()  # the one data file: the answers' defaults
     for path in files:
         assert path.suffix == ".py", path
         assert "{{" not in path.read_text() and "{%" not in path.read_text(), path

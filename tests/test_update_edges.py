@@ -138,7 +138,9 @@ def test_changing_answers_during_an_update(versioned_template: Path, tmp_path: P
     commit(project, "no CI")
 
     update(project, way, "model=resnet18")
-    assert changed_files(project) == [".copier-answers.yml", "README.md", "configs/default.yaml"]
+    defaults = "src/x_pkg/project_defaults.yaml"  # the answers' defaults that config.py reads
+    assert changed_files(project) == [".copier-answers.yml", "README.md", "configs/default.yaml", defaults]
+    assert yaml.safe_load((project / defaults).read_text())["model"]["name"] == "resnet18"
     diff = git(project, "diff", "--cached", "--unified=0", "--", "configs/default.yaml", "README.md")
     removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]

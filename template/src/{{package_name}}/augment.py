@@ -16,8 +16,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .config import Config
-from .data import sample_seed
+from .config import DataConfig
+from .seeding import crop_seed
 
 RATIO = (3 / 4, 4 / 3)  # RandomResizedCrop's default range of aspect ratios
 TRIES = 10  # RandomResizedCrop's attempts before it falls back to the whole image
@@ -78,10 +78,10 @@ def crop_grid(theta: torch.Tensor, size: int) -> torch.Tensor:
 class BatchAugment:
     """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
 
-    def __init__(self, cfg: Config, rank: int, layout: torch.memory_format) -> None:
-        self.size, self.random = cfg.data.image_size, cfg.data.augment
-        self.scale = (cfg.data.crop_scale_min, 1.0)
-        self.seed, self.rank, self.layout = cfg.train.seed, rank, layout
+    def __init__(self, cfg: DataConfig, seed: int, rank: int, layout: torch.memory_format) -> None:
+        self.size, self.random = cfg.image_size, cfg.augment
+        self.scale = (cfg.crop_scale_min, 1.0)
+        self.seed, self.rank, self.layout = seed, rank, layout
         self.generator = torch.Generator()  # one object, reseeded per batch: nothing to allocate per step
 
     def __call__(self, images: torch.Tensor, epoch: int, batch: int) -> torch.Tensor:
@@ -90,8 +90,8 @@ class BatchAugment:
         if not self.random:
             top = round((side - self.size) / 2)  # CenterCrop's rounding, as evaluation crops
             return images[..., top : top + self.size, top : top + self.size]
-        # Its own stream: BatchMixer seeds (seed, -epoch, batch) itself; the rank gives each process other crops.
-        self.generator.manual_seed(sample_seed(sample_seed(self.seed, -epoch, batch), self.rank, 1))
+        # Reseeded per batch from (seed, epoch, batch, rank) alone: a resumed run crops as an uninterrupted one.
+        self.generator.manual_seed(crop_seed(self.seed, epoch, batch, self.rank))
         boxes = crop_boxes(self.generator, len(images), side, self.scale)
         flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
         theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)

@@ -7,7 +7,7 @@ of the way happens here, in this order:
    per-sample transforms on the per-sample path, uint8 squares on the batch path;
 2. the device (``Compute.batch``): asynchronous copies, the model's memory layout;
 3. on the batch path, crop and flip of the whole batch (``augment.BatchAugment``);
-4. with ``train.mixup_alpha`` / ``train.cutmix_alpha``, mixing (``mixing.BatchMixer``).
+4. with ``data.mixup_alpha`` / ``data.cutmix_alpha``, mixing (``mixing.BatchMixer``).
 
 Which path the training images take was decided once, by ``build_datasets``
 (``pipeline.batch_path``): here it is read back from the dataset. Every random
@@ -49,8 +49,10 @@ class TrainingBatches:
         # Persistent workers live across epochs; close() ends them on every way out of the run.
         loader = build_loader(train_set, cfg, compute.device, train=True, world=world, persistent=True)
         # The batch path: random crops and flips of whole batches, on the training device; its own rank's crops.
-        augment = BatchAugment(cfg, world.rank, compute.layout) if on_batch_path(train_set) else None
-        mixer = BatchMixer(cfg.train, len(train_set.classes)) if BatchMixer.wanted(cfg.train) else None
+        augment = (
+            BatchAugment(cfg.data, cfg.train.seed, world.rank, compute.layout) if on_batch_path(train_set) else None
+        )
+        mixer = BatchMixer(cfg.data, cfg.train.seed, len(train_set.classes)) if BatchMixer.wanted(cfg.data) else None
         return cls(loader, compute, augment, mixer)
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,28 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
 
 
-def sweep(args: argparse.Namespace) -> int:
+def sample_data_command(args: argparse.Namespace) -> int:
+    from .sample_data import CLASSES, write_sample_data
+
+    root = write_sample_data(args.dir, args.train_per_class, args.val_per_class, args.image_size, args.seed)
+    total = len(CLASSES) * (args.train_per_class + args.val_per_class)
+    print(f"wrote {total} images of {len(CLASSES)} classes to {root}/train and {root}/val")
+    return 0
+
+
+def train_command(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .trainer import train
+
+    cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
+    row = train(cfg, resume=args.resume)
+    if row and os.environ.get("RANK", "0") == "0":  # under torchrun, one process speaks for the run
+        ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
+        print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
+    return 0
+
+
+def sweep_command(args: argparse.Namespace) -> int:
     """The sweep command (the sweep extra): one training run per trial, then the summary."""
     from .sweep import run_sweep
 
@@ -123,57 +144,34 @@ def sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.command == "sample-data":
-        from .sample_data import CLASSES, write_sample_data
-
-        root = write_sample_data(args.dir, args.train_per_class, args.val_per_class, args.image_size, args.seed)
-        total = len(CLASSES) * (args.train_per_class + args.val_per_class)
-        print(f"wrote {total} images of {len(CLASSES)} classes to {root}/train and {root}/val")
-        return 0
-    if args.command == "train":
-        from .config import load_config
-        from .trainer import train
-
-        cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
-        row = train(cfg, resume=args.resume)
-        if row and os.environ.get("RANK", "0") == "0":  # under torchrun, one process speaks for the run
-            ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
-            print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
-        return 0
-
-    from .inference import format_report, load_trained, predict_file, run_evaluate
+def load_checkpoint_for(args: argparse.Namespace) -> Any:
+    """The trained model of ``--checkpoint`` for the commands that use one; says which weights when it matters."""
+    from .inference import load_trained
 
     loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides), raw_weights=args.raw_weights)
     if loaded.weights_note:
         print(loaded.weights_note, file=sys.stderr)
-    if args.command == "evaluate":
-        result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
-        print(format_report(result))
-        from .evaluation_report import default_confusion_path, report_extras
-        from .provenance import one_line as provenance_line
+    return loaded
 
-        print(provenance_line(loaded.provenance))
 
-        picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
-        print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
-        return 0
-    if args.command == "similar":
-        from .similarity import SimilarityIndex
+def evaluate_command(args: argparse.Namespace) -> int:
+    from .evaluation_report import default_confusion_path, report_extras
+    from .inference import format_report, run_evaluate
+    from .provenance import one_line as provenance_line
 
-        index = SimilarityIndex(loaded, args.split)
-        for query, matches in zip(args.queries, index.search(args.queries, args.k), strict=True):
-            print(f"{query}:")
-            for rank, match in enumerate(matches, 1):
-                print(f"  {rank}. {match.similarity:.4f}  {match.path}  ({match.label})")
-        return 0
-    if args.command == "export":
-        from .export import export_checkpoint
+    loaded = load_checkpoint_for(args)
+    result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
+    print(format_report(result))
+    print(provenance_line(loaded.provenance))
+    picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
+    print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
+    return 0
 
-        print(export_checkpoint(loaded, args.checkpoint, args.format, args.output))
-        return 0
-    from .inference import expand_inputs, write_predictions
 
+def predict_command(args: argparse.Namespace) -> int:
+    from .inference import expand_inputs, predict_file, write_predictions
+
+    loaded = load_checkpoint_for(args)
     predictions = []
     for path in expand_inputs(args.files, loaded.config.data.format):
         ranked = predict_file(loaded, path, args.topk)
@@ -182,6 +180,42 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         print(f"predictions: {write_predictions(predictions, args.topk, args.csv)}")
     return 0
+
+
+def similar_command(args: argparse.Namespace) -> int:
+    from .similarity import SimilarityIndex
+
+    index = SimilarityIndex(load_checkpoint_for(args), args.split)
+    for query, matches in zip(args.queries, index.search(args.queries, args.k), strict=True):
+        print(f"{query}:")
+        for rank, match in enumerate(matches, 1):
+            print(f"  {rank}. {match.similarity:.4f}  {match.path}  ({match.label})")
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from .export import export_checkpoint
+
+    print(export_checkpoint(load_checkpoint_for(args), args.checkpoint, args.format, args.output))
+    return 0
+
+
+# One table of commands: the parser's sub-commands (build_parser) and the function each runs. A new
+# command is a parser entry there and a line here; each handler imports what it needs, so that
+# `--help` and `sample-data` start without torch's training stack.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "train": train_command,
+    "evaluate": evaluate_command,
+    "predict": predict_command,
+    "similar": similar_command,
+    "export": export_command,
+    "sweep": sweep_command,
+    "sample-data": sample_data_command,
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    return COMMANDS[args.command](args)
 
 
 def one_line(error: UserError) -> str:
@@ -206,7 +240,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
-        return sweep(args) if args.command == "sweep" else run(args)
+        return run(args)
     except UserError as exc:
         if args.debug:
             raise

@@ -1,9 +1,17 @@
 """Typed configuration: YAML file, then ``--set key=value`` overrides, then checks.
 
-Every key has a type and a default here; the YAML file and the command line
-may only change values. A typo or a wrong type is refused with the nearest
-valid key, never silently ignored. (Written by hand rather than with OmegaConf
-so that every error is one line that names the fix.)
+Every key is written once, below: its type, its default, its allowed values
+and bounds (``option(...)``), and a line of help. The YAML file and the
+command line may only change values, and one generic check (``validate``,
+with ``config_rules.py``) applies every key's choices and bounds. A typo or a wrong type is refused
+with the nearest valid key, never silently ignored. (Written by hand rather
+than with OmegaConf so that every error is one line that names the fix.)
+
+The defaults that copier answers set (model, image size, optimizer and its
+learning rate, scheduler, precision) come from ``project_defaults.yaml``,
+rendered beside this file from the same answers as ``configs/default.yaml``.
+So the built-in defaults equal the generated ``configs/default.yaml``, and a
+partial ``--config`` file gets the project's defaults for the keys it leaves out.
 """
 
 from __future__ import annotations
@@ -11,99 +19,180 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import types
+import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .config_rules import check_value, coerce, option, options, rules
 from .errors import UserError
 
 CONFIG_VERSION = 1
 
+# Keys that moved to another section. A checkpoint written before the move is read with the key at its
+# new place; a config file or --set that names the old key is refused with the new name (copier update
+# rewrites the project's configs/*.yaml).
+MOVED = {"train.mixup_alpha": "data.mixup_alpha", "train.cutmix_alpha": "data.cutmix_alpha"}
+
+
+def _answered_defaults() -> dict[str, dict[str, Any]]:
+    """The copier answers' defaults, read from the package (so an installed wheel has them too)."""
+    text = resources.files(__package__).joinpath("project_defaults.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+ANSWERED = _answered_defaults()
+
 
 @dataclass
 class DataConfig:
-    root: str = "data/sample"  # holds train/ and val/ in ImageFolder layout
-    format: str = "image"  # image (ImageFolder) | npy (DatasetFolder of .npy arrays)
-    image_size: int = 64
-    batch_size: int = 32
-    num_workers: int | str = "auto"  # loader processes; 0 loads in the main process; auto: by CPU count
-    augment: bool = True  # random resized crop + horizontal flip for training
-    crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
-    eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
-    cache: str = "auto"  # auto: device or memory where they fit (placement.py) | none | memory | device
-    pipeline: str = "auto"  # auto | batch: crop and flip whole batches on the device | sample: per image
-    on_bad_file: str = "error"  # error: stop and name an unreadable file | skip: leave such files out, listed
-    auto_augment: str = "none"  # none | trivialaugment | randaugment | autoaugment, after crop and flip
-    random_erasing: float = 0.0  # probability of erasing a random rectangle of each training image
-    sampler: str = "uniform"  # uniform: each image once per epoch | balanced: classes drawn equally often
+    root: str = option("data/sample", "holds train/ and val/ in ImageFolder layout")
+    format: str = option("image", "image (ImageFolder) | npy (DatasetFolder of .npy arrays)", choices=("image", "npy"))
+    image_size: int = option(ANSWERED["data"]["image_size"], "square size the model sees", bounds="(0, inf)")
+    batch_size: int = option(32, "images per optimizer step", bounds="(0, inf)")
+    num_workers: int | str = option(
+        "auto",
+        "loader processes; 0 loads in the main process; auto: by CPU count",
+        choices=("auto",),
+        bounds="[0, inf)",
+    )
+    augment: bool = option(True, "random resized crop + horizontal flip for training")
+    crop_scale_min: float = option(0.5, "smallest area fraction kept by the random crop", bounds="(0, 1]")
+    eval_crop_ratio: float = option(
+        0.875, "evaluation resizes to image_size / ratio, then center-crops", bounds="(0, 1]"
+    )
+    cache: str = option(
+        "auto",
+        "auto: device or memory where they fit (placement.py) | none | memory: decode once, keep | device",
+        choices=("auto", "none", "memory", "device"),
+    )
+    pipeline: str = option(
+        "auto",
+        "auto | batch: crop and flip whole batches on the device | sample: per image",
+        choices=("auto", "batch", "sample"),
+    )
+    on_bad_file: str = option(
+        "error",
+        "error: stop and name an unreadable file | skip: leave such files out, listed",
+        choices=("error", "skip"),
+    )
+    auto_augment: str = option(
+        "none",
+        "an augmentation policy after crop and flip",
+        choices=("none", "trivialaugment", "randaugment", "autoaugment"),
+    )
+    random_erasing: float = option(
+        0.0, "probability of erasing a random rectangle of each training image", bounds="[0, 1]"
+    )
+    sampler: str = option(
+        "uniform",
+        "uniform: each image once per epoch | balanced: classes drawn equally often",
+        choices=("uniform", "balanced"),
+    )
+    mixup_alpha: float = option(
+        0.0, "MixUp's Beta(alpha, alpha) on each training batch; 0 turns it off", bounds="[0, inf)"
+    )
+    cutmix_alpha: float = option(
+        0.0, "CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)", bounds="[0, inf)"
+    )
 
 
 @dataclass
 class ModelConfig:
-    name: str = "simple_cnn"  # simple_cnn or a torchvision classifier (resnet18, ...)
-    widths: list[int] = field(default_factory=lambda: [32, 64, 128])  # simple_cnn stages
-    blocks_per_stage: int = 2  # simple_cnn conv blocks per stage
-    dropout: float = 0.2  # before the classification head
-    pretrained_weights: str | None = None  # local state_dict file; never downloaded
-    init_from: str | None = None  # a checkpoint to fine-tune from: matching tensors only
-    freeze_backbone: bool = False
-    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
-    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+    name: str = option(ANSWERED["model"]["name"], "simple_cnn or a torchvision classifier (resnet18, ...)")
+    widths: list[int] = field(
+        default_factory=lambda: [32, 64, 128],
+        metadata=rules("simple_cnn: channels of each stage", bounds="(0, inf)", nonempty=True),
+    )
+    blocks_per_stage: int = option(2, "simple_cnn: conv blocks per stage", bounds="(0, inf)")
+    dropout: float = option(0.2, "dropout before the classification head", bounds="[0, 1)")
+    pretrained_weights: str | None = option(None, "local state_dict file; never downloaded")
+    init_from: str | None = option(None, "a checkpoint to fine-tune from: matching tensors only")
+    freeze_backbone: bool = option(False, "train the head only")
+    mean: list[float] = field(
+        default_factory=lambda: [0.485, 0.456, 0.406], metadata=rules("normalization mean, one value per channel")
+    )
+    std: list[float] = field(
+        default_factory=lambda: [0.229, 0.224, 0.225],
+        metadata=rules("normalization std, one value per channel", bounds="(0, inf)"),
+    )
 
 
 @dataclass
 class OptimConfig:
-    name: str = "sgd"  # sgd | adamw
-    lr: float = 0.1
-    momentum: float = 0.9  # sgd only
-    weight_decay: float = 5e-4  # never applied to biases and norm parameters
-    backbone_lr_scale: float = 1.0  # backbone lr = lr * scale; the head gets lr
-    scheduler: str = "cosine"  # cosine | step
-    warmup_epochs: float = 1.0  # linear warmup, counted in optimizer steps
-    warmup_start_factor: float = 0.1
-    min_lr_ratio: float = 0.0  # cosine ends at lr * ratio
-    step_epochs: int = 5  # step: multiply by gamma every step_epochs
-    gamma: float = 0.1
-    label_smoothing: float = 0.0
-    class_weights: str = "none"  # none | balanced: the loss weighs each class by its inverse frequency
+    name: str = option(ANSWERED["optim"]["name"], "sgd (Nesterov momentum) | adamw", choices=("sgd", "adamw"))
+    lr: float = option(ANSWERED["optim"]["lr"], "peak learning rate of the head", bounds="(0, inf)")
+    momentum: float = option(0.9, "sgd only", bounds="[0, inf)")
+    weight_decay: float = option(
+        ANSWERED["optim"]["weight_decay"], "never applied to biases and norm parameters", bounds="[0, inf)"
+    )
+    backbone_lr_scale: float = option(1.0, "backbone lr = lr * scale; the head gets lr", bounds="[0, inf)")
+    scheduler: str = option(ANSWERED["optim"]["scheduler"], "after warmup: cosine | step", choices=("cosine", "step"))
+    warmup_epochs: float = option(1.0, "linear warmup, counted in optimizer steps", bounds="[0, inf)")
+    warmup_start_factor: float = option(0.1, "warmup starts at lr * factor", bounds="(0, 1]")
+    min_lr_ratio: float = option(0.0, "cosine ends at lr * ratio", bounds="[0, inf)")
+    step_epochs: int = option(5, "step: multiply by gamma every step_epochs", bounds="(0, inf)")
+    gamma: float = option(0.1, "step: the factor", bounds="(0, inf)")
+    label_smoothing: float = option(0.0, "cross-entropy label smoothing in training", bounds="[0, 1)")
+    class_weights: str = option(
+        "none", "none | balanced: the loss weighs each class by its inverse frequency", choices=("none", "balanced")
+    )
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 15
-    seed: int = 0
-    deterministic: bool = False
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    parallel: str = "auto"  # auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp
-    channels_last: str = "auto"  # auto (on) | true | false: NHWC memory layout for convolutions
-    compile: bool = False  # torch.compile the model (before DDP wrapping); checkpoints stay unprefixed
-    out_dir: str = "runs/default"
-    log_every: int = 20  # optimizer steps between host syncs for the progress bar
-    progress: bool = True  # tqdm bars (always off when stderr is not a terminal)
-    grad_clip_norm: float = 0.0  # 0 turns clipping off
-    tensorboard: bool = False  # also log to out_dir/tensorboard (the tensorboard extra)
-    mlflow: bool = False  # also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)
-    checkpoint_every_steps: int = 0  # also write last.pt every K optimizer steps; 0: at epoch ends only
-    keep_last: int = 0  # older checkpoints kept beside last.pt, for a fallback if it is damaged
-    mixup_alpha: float = 0.0  # MixUp's Beta(alpha, alpha); 0 turns it off
-    cutmix_alpha: float = 0.0  # CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)
-    ema_decay: float = 0.0  # exponential moving average of the weights, evaluated and saved; 0 turns it off
-    accumulate_steps: int = 1  # batches whose gradients add up before one optimizer step
-    early_stopping_patience: int = 0  # stop after this many epochs without val_acc improving; 0 never stops
-    early_stopping_min_delta: float = 0.0  # the least rise of val_acc that counts as improving
-    sync_batchnorm: bool = False  # under DDP on GPUs: batch-norm statistics over every process's batch
-    collective_timeout: float = 300.0  # seconds a process waits for the others at a collective before it gives up
+    epochs: int = option(15, "epochs to train (the schedule spans them)", bounds="(0, inf)")
+    seed: int = option(0, "seeds the data order, augmentation, initialization and workers")
+    deterministic: bool = option(False, "deterministic algorithms, no cuDNN autotuning")
+    precision: str = option(
+        ANSWERED["train"]["precision"], "auto | fp32 | bf16 | fp16", choices=("auto", "fp32", "bf16", "fp16")
+    )
+    device: str = option("auto", "auto | cpu | cuda | cuda:N")
+    parallel: str = option(
+        "auto",
+        "auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp",
+        choices=("auto", "none", "dp", "ddp"),
+    )
+    channels_last: str = option(
+        "auto", "auto (on) | true | false: NHWC memory layout for convolutions", choices=("auto", "true", "false")
+    )
+    compile: bool = option(False, "torch.compile the model (before DDP wrapping); checkpoints stay unprefixed")
+    out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
+    log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
+    progress: bool = option(True, "tqdm bars (always off when stderr is not a terminal)")
+    grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
+    tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
+    mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")
+    checkpoint_every_steps: int = option(
+        0, "also write last.pt every K optimizer steps; 0: at epoch ends only", bounds="[0, inf)"
+    )
+    keep_last: int = option(
+        0, "older checkpoints kept beside last.pt, for a fallback if it is damaged", bounds="[0, inf)"
+    )
+    ema_decay: float = option(
+        0.0, "exponential moving average of the weights, evaluated and saved; 0 turns it off", bounds="[0, 1)"
+    )
+    accumulate_steps: int = option(1, "batches whose gradients add up before one optimizer step", bounds="(0, inf)")
+    early_stopping_patience: int = option(
+        0, "stop after this many epochs without val_acc improving; 0 never stops", bounds="[0, inf)"
+    )
+    early_stopping_min_delta: float = option(
+        0.0, "the least rise of val_acc that counts as improving", bounds="[0, inf)"
+    )
+    sync_batchnorm: bool = option(False, "under DDP on GPUs: batch-norm statistics over every process's batch")
+    collective_timeout: float = option(
+        300.0, "seconds a process waits for the others at a collective before it gives up", bounds="(0, inf)"
+    )
 
 
 @dataclass
 class Config:
-    version: int = CONFIG_VERSION
+    version: int = option(CONFIG_VERSION, "config format version")
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -114,47 +203,6 @@ class Config:
         return dataclasses.asdict(self)
 
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    "data.format": ("image", "npy"),
-    "data.on_bad_file": ("error", "skip"),
-    "data.cache": ("auto", "none", "memory", "device"),
-    "data.pipeline": ("auto", "batch", "sample"),
-    "data.auto_augment": ("none", "trivialaugment", "randaugment", "autoaugment"),
-    "data.sampler": ("uniform", "balanced"),
-    "optim.class_weights": ("none", "balanced"),
-    "optim.name": ("sgd", "adamw"),
-    "optim.scheduler": ("cosine", "step"),
-    "train.precision": ("auto", "fp32", "bf16", "fp16"),
-    "train.parallel": ("auto", "none", "dp", "ddp"),
-    "train.channels_last": ("auto", "true", "false"),
-}
-POSITIVE = (
-    "data.image_size",
-    "data.batch_size",
-    "optim.lr",
-    "optim.step_epochs",
-    "optim.gamma",
-    "train.epochs",
-    "train.log_every",
-    "train.accumulate_steps",
-    "train.collective_timeout",
-)
-NON_NEGATIVE = (
-    "optim.momentum",
-    "optim.weight_decay",
-    "optim.backbone_lr_scale",
-    "optim.warmup_epochs",
-    "optim.min_lr_ratio",
-    "train.grad_clip_norm",
-    "train.checkpoint_every_steps",
-    "train.keep_last",
-    "train.mixup_alpha",
-    "train.cutmix_alpha",
-    "train.early_stopping_patience",
-    "train.early_stopping_min_delta",
-)
-
-
 def load_config(
     paths: str | Path | Sequence[str | Path] | None = None,
     overrides: list[str] | tuple[str, ...] = (),
@@ -162,7 +210,8 @@ def load_config(
 ) -> Config:
     """Defaults, then ``base`` (e.g. a checkpoint's config), then each YAML file, later ones overriding
     earlier ones key by key (a recipe over default.yaml), then ``--set`` overrides, then checks."""
-    raw: dict[str, Any] = copy.deepcopy(base) if base is not None else {}
+    # A checkpoint's config may predate a key's move: read its keys at their new places.
+    raw: dict[str, Any] = upgrade(copy.deepcopy(base)) if base is not None else {}
     files = [paths] if isinstance(paths, str | Path) else list(paths or [])
     for path in [Path(p) for p in files if str(p)]:  # "" stands for "no file": the defaults
         merge(raw, read_yaml(path))
@@ -172,16 +221,55 @@ def load_config(
     return config_from_dict(raw)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"config file {path} not found: pass --config with an existing YAML file")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"config file {path} is not valid YAML ({exc.__class__.__name__}): fix its syntax") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"config file {path} must hold a mapping of sections (data:, model:, ...)")
+def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
+    """Move keys named in ``MOVED`` to their new sections (a value already there wins)."""
+    for old, new in MOVED.items():
+        old_section, old_key = old.split(".")
+        new_section, new_key = new.split(".")
+        section = raw.get(old_section)
+        if isinstance(section, dict) and old_key in section:
+            value = section.pop(old_key)
+            raw.setdefault(new_section, {}).setdefault(new_key, value)
     return raw
+
+
+CONFLICT_MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>)( |$)", re.MULTILINE)
+
+
+def read_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{what} {path} not found: pass --config with an existing YAML file")
+    text = path.read_text()
+    return yaml_mapping(text, path, what)
+
+
+def yaml_mapping(text: str, path: Path, what: str = "config file") -> dict[str, Any]:
+    """Parse YAML into a dict; a syntax error names ``path:line:column`` and the problem."""
+    marker = CONFLICT_MARKER.search(text)
+    if marker:
+        # Left by a merge (copier update, git): YAML would only say "could not find expected ':'".
+        line = text.count("\n", 0, marker.start()) + 1
+        raise UserError(
+            f"{what} {path} has unresolved merge conflict markers at line {line}: "
+            "keep one side of each conflict and delete the <<<<<<<, ======= and >>>>>>> lines"
+        )
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{what} {yaml_problem(path, exc)}: fix its syntax") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{what} {path} must hold a mapping of sections (data:, model:, ...)")
+    return raw
+
+
+def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """``path:line:column is not valid YAML (problem)``, in one line, from PyYAML's marks (1-based here)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or exc.__class__.__name__
+    context = getattr(exc, "context", None)
+    detail = f"{context}, {problem}" if context else problem
+    return f"{where} is not valid YAML ({' '.join(detail.split())})"
 
 
 def merge(into: dict[str, Any], update: dict[str, Any]) -> None:
@@ -235,6 +323,12 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     values = {}
     for key, value in raw.items():
         if key not in hints:
+            if f"{prefix}{key}" in MOVED:
+                new = MOVED[f"{prefix}{key}"]
+                raise UserError(
+                    f"config key {prefix}{key} moved to {new}: write {new} instead "
+                    "(copier update rewrites the project's configs/*.yaml)"
+                )
             close = difflib.get_close_matches(str(key), names, n=1)
             hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
             raise UserError(f"unknown config key {prefix}{key}: {hint}")
@@ -242,73 +336,16 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         if dataclasses.is_dataclass(kind):
             values[key] = _build(kind, value, f"{prefix}{key}.")
         else:
-            values[key] = _coerce(value, kind, f"{prefix}{key}")
+            values[key] = coerce(value, kind, f"{prefix}{key}")
     return cls(**values)
 
 
-def _coerce(value: Any, kind: Any, key: str) -> Any:
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        kinds = [a for a in args if a is not type(None)]
-        if len(kinds) == 1:
-            return _coerce(value, kinds[0], key)
-        matching = [kind for kind in kinds if isinstance(value, kind) and not isinstance(value, bool)]
-        if not matching:
-            names = " or ".join(kind.__name__ for kind in kinds)
-            raise UserError(f"{key} must be {names}, got {value!r}")
-        return value
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise UserError(f"{key} must be a list, got {value!r}: write e.g. {key}=[1,2,3]")
-        return [_coerce(v, args[0], key) for v in value]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is float and isinstance(value, str):
-        try:
-            return float(value)  # YAML 1.1 reads 1e-3 (no dot) as a string
-        except ValueError:
-            pass
-    if kind is str and isinstance(value, bool):
-        return "true" if value else "false"  # YAML reads an unquoted true/false as a bool
-    if kind is str and isinstance(value, int | float):
-        return str(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise UserError(f"{key} must be {kind.__name__}, got {value!r}")
-    return value
-
-
 def validate(config: Config) -> None:
-    for key, allowed in CHOICES.items():
-        if get_dotted(config, key) not in allowed:
-            raise UserError(f"{key} is {get_dotted(config, key)!r}: choose one of {', '.join(allowed)}")
-    for key in POSITIVE:
-        if get_dotted(config, key) <= 0:
-            raise UserError(f"{key} must be greater than 0, got {get_dotted(config, key)}")
-    for key in NON_NEGATIVE:
-        if get_dotted(config, key) < 0:
-            raise UserError(f"{key} must not be negative, got {get_dotted(config, key)}")
-    for key in ("model.dropout", "optim.label_smoothing", "train.ema_decay"):
-        if not 0 <= get_dotted(config, key) < 1:
-            raise UserError(f"{key} must be in [0, 1), got {get_dotted(config, key)}")
-    if not 0 < config.optim.warmup_start_factor <= 1:
-        raise UserError(f"optim.warmup_start_factor must be in (0, 1], got {config.optim.warmup_start_factor}")
-    if not 0 <= config.data.random_erasing <= 1:
-        raise UserError(f"data.random_erasing is a probability in [0, 1], got {config.data.random_erasing}")
-    if not 0 < config.data.crop_scale_min <= 1 or not 0 < config.data.eval_crop_ratio <= 1:
-        raise UserError("data.crop_scale_min and data.eval_crop_ratio must be in (0, 1]")
-    workers = config.data.num_workers
-    if workers != "auto" and not (isinstance(workers, int) and workers >= 0):
-        raise UserError(f"data.num_workers must be auto or a whole number >= 0, got {workers!r}")
-    if not config.model.widths or min(config.model.widths) <= 0 or config.model.blocks_per_stage <= 0:
-        raise UserError("model.widths must be a non-empty list of positive ints and model.blocks_per_stage > 0")
-    if not config.model.std or len(config.model.mean) != len(config.model.std) or min(config.model.std) <= 0:
+    """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together."""
+    for key, item, value in options(config):
+        problem = check_value(value, item.metadata)
+        if problem:
+            raise UserError(f"{key} {problem}")
+    model = config.model
+    if len(model.mean) != len(model.std) or not model.std:
         raise UserError("model.mean and model.std need one value per channel, std > 0")
-
-
-def get_dotted(config: Any, key: str) -> Any:
-    for part in key.split("."):
-        config = getattr(config, part)
-    return config

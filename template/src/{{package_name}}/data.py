@@ -7,7 +7,6 @@ model converts and normalizes them with its own buffers (see model.py).
 from __future__ import annotations
 
 import os
-import random
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from .pipeline import SquareCache, batch_path, keep_batch, on_batch_path, square
 from .placement import Placement, choose, measured_facts
 from .prefetch import Prefetched, prefetches
 from .resident import DeviceBatches
+from .seeding import SeededSamples
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -266,42 +266,6 @@ class ShardSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(self.indices)
-
-
-def sample_seed(seed: int, epoch: int, index: int) -> int:
-    return ((seed * 1_000_003 + epoch) * 1_000_003 + index) % 2**63
-
-
-class SeededSamples(Dataset):
-    """Draws each sample's random augmentation from a seed of (seed, epoch, index).
-
-    A sample's crop and flip then do not depend on which worker loads it, on
-    how many workers there are, or on what was loaded before: the condition
-    for a resumed run to see exactly the images an uninterrupted one saw.
-    """
-
-    def __init__(self, dataset: Dataset, seed: int) -> None:
-        self.dataset = dataset
-        self.seed = seed
-
-    def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
-
-    def __getitem__(self, key: tuple[int, int, int]) -> Any:
-        epoch, index, draw = key
-        seed = sample_seed(self.seed, epoch, draw)
-        python_state, numpy_state = random.getstate(), np.random.get_state()  # noqa: NPY002
-        with torch.random.fork_rng(devices=[]):  # leave the caller's CPU generator as it was
-            # The CPU generator alone: torch.manual_seed would also reseed every CUDA generator (and
-            # fork_rng(devices=[]) would not restore them), resetting dropout's stream on every sample.
-            torch.default_generator.manual_seed(seed)
-            random.seed(seed)  # for transforms of your own (extensions.py) that draw from these
-            np.random.seed(seed % 2**32)  # noqa: NPY002
-            try:
-                return self.dataset[index]
-            finally:
-                random.setstate(python_state)
-                np.random.set_state(numpy_state)  # noqa: NPY002
 
 
 def class_counts(dataset: Any) -> list[int]:

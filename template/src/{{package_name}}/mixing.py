@@ -12,24 +12,24 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from .config import TrainConfig
-from .data import sample_seed
+from .config import DataConfig
+from .seeding import batch_seed
 
 
 class BatchMixer:
-    """``train.mixup_alpha`` and ``train.cutmix_alpha``; with both, each batch gets one of them."""
+    """``data.mixup_alpha`` and ``data.cutmix_alpha``; with both, each batch gets one of them."""
 
-    def __init__(self, cfg: TrainConfig, num_classes: int) -> None:
+    def __init__(self, cfg: DataConfig, seed: int, num_classes: int) -> None:
         choices: list[v2.Transform] = []
         if cfg.mixup_alpha > 0:
             choices.append(v2.MixUp(alpha=cfg.mixup_alpha, num_classes=num_classes))
         if cfg.cutmix_alpha > 0:
             choices.append(v2.CutMix(alpha=cfg.cutmix_alpha, num_classes=num_classes))
         self.mix = v2.RandomChoice(choices) if len(choices) > 1 else choices[0]
-        self.seed = cfg.seed
+        self.seed = seed
 
     @staticmethod
-    def wanted(cfg: TrainConfig) -> bool:
+    def wanted(cfg: DataConfig) -> bool:
         return cfg.mixup_alpha > 0 or cfg.cutmix_alpha > 0
 
     def __call__(self, images: torch.Tensor, targets: torch.Tensor, epoch: int, batch: int) -> tuple[torch.Tensor, ...]:
@@ -37,5 +37,5 @@ class BatchMixer:
         if not images.is_floating_point():
             images = images.float().div_(255)  # mixing averages pixels: uint8 would round them
         with torch.random.fork_rng(devices=[]):  # the CPU generator alone; the caller's state comes back after
-            torch.default_generator.manual_seed(sample_seed(self.seed, -epoch, batch))  # -epoch: not a sample's seed
+            torch.default_generator.manual_seed(batch_seed(self.seed, epoch, batch))
             return self.mix(images, targets)

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 from torch import nn
@@ -54,6 +52,7 @@ from .preemption import GracefulStop, Preempted
 from .provenance import provenance
 from .run_lock import RunLock, claim_out_dir
 from .run_state import Progress, RunParts, RunState
+from .seeding import seed_everything
 from .tracking import preflight
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
@@ -291,12 +290,6 @@ class Trainer:
             self.batches.close()
             stop_workers(self.val_loader)
             self.lock.release()
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)  # noqa: NPY002 - user code may draw from NumPy's global generator
-    torch.manual_seed(seed)
 
 
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..config import Config, config_from_dict, set_dotted
+from ..config import Config, config_from_dict, set_dotted, yaml_problem
 from ..errors import UserError
 from ..optional import require
 
@@ -133,7 +133,7 @@ def load_space(path: str | Path, base: dict[str, Any]) -> Space:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise UserError(f"search space {path} is not valid YAML ({exc.__class__.__name__}): fix its syntax") from None
+        raise UserError(f"search space {yaml_problem(path, exc)}: fix its syntax") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not raw["params"]:
         raise UserError(f"search space {path} needs a params: mapping of dotted config keys, e.g. optim.lr")
     if unknown := sorted(set(raw) - set(SPACE_KEYS)):
