@@ -51,6 +51,12 @@ QUESTIONS: dict[str, list[object]] = {
     if name not in NAMING_QUESTIONS
 }
 QUESTIONS["naming"] = ["derived", "unicode", "explicit"]  # the free-text questions, three ways
+LONGEST_PACKAGE_NAME = 40  # copier.yml's package_name validator: the longest name must still lint
+
+
+def longest_package_name(index: int) -> str:
+    """A package name of the longest allowed length, with digits, distinct per row."""
+    return f"team{index:02d}_texture_classifier_for_photos_v2"[:LONGEST_PACKAGE_NAME].ljust(LONGEST_PACKAGE_NAME, "x")
 
 
 def naming(style: str, index: int) -> dict[str, str]:
@@ -63,10 +69,11 @@ def naming(style: str, index: int) -> dict[str, str]:
             "description": 'Says "hi", \\ and ünïcode ☃',
             "author_name": "O'Brien & Co <lab@example.org>",
         }
+    # Explicit answers: the longest allowed package name, with digits (lines that hold it must fit 120 columns).
     return {
         "project_name": f"Explicit {index}",
         "project_slug": f"team-{index}-cls",
-        "package_name": f"team{index}_cls",
+        "package_name": longest_package_name(index),
     }
 
 
