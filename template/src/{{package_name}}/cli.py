@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
     predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
     predict.add_argument("--csv", metavar="FILE", help="also write path, then class and probability per rank, as CSV")
+    predict.add_argument(
+        "--on-bad-file",
+        choices=["error", "skip"],
+        help="an unreadable file: exit 2 naming it (error) or warn (skip), after predicting every other file "
+        "(default: the config's data.on_bad_file)",
+    )
     predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
 
     similar = add_checkpoint_command(commands, "similar", "the training images most similar to each query image")
@@ -142,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"done: {ended}val_acc {100 * row['val_acc']:.1f}%, checkpoints and metrics in {cfg.train.out_dir}")
         return 0
 
-    from .inference import format_report, load_trained, predict_file, run_evaluate
+    from .inference import format_report, load_trained, run_evaluate
 
     loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides), raw_weights=args.raw_weights)
     if loaded.weights_note:
@@ -172,16 +178,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(export_checkpoint(loaded, args.checkpoint, args.format, args.output))
         return 0
-    from .inference import expand_inputs, write_predictions
+    from .inference import run_predict
 
-    predictions = []
-    for path in expand_inputs(args.files, loaded.config.data.format):
-        ranked = predict_file(loaded, path, args.topk)
-        predictions.append((path, ranked))
-        print(f"{path}: " + ", ".join(f"{name} {probability:.3f}" for name, probability in ranked))
-    if args.csv:
-        print(f"predictions: {write_predictions(predictions, args.topk, args.csv)}")
-    return 0
+    return run_predict(loaded, args.files, args.topk, args.csv, args.on_bad_file)
 
 
 def one_line(error: UserError) -> str:
