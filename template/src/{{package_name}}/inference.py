@@ -55,7 +55,8 @@ def load_trained(
     # The weights come from the checkpoint; a pretrained file need not exist any more.
     model = build_model(dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False), len(classes))
     average = state.get("model_ema")
-    load_model_state(model, state["model"] if raw_weights or average is None else average, checkpoint)
+    weights = state["model"] if raw_weights or average is None else average
+    load_model_state(model, weights, checkpoint, models=(state.get("config", {}).get("model"), cfg.model))
     if average is None:
         note = ""  # trained weights, the only ones there are: nothing to say
     elif raw_weights:

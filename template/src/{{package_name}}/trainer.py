@@ -208,7 +208,8 @@ class Trainer:
             return Progress()
         path, state = found
         self.check_resumable(path, state, resume)
-        load_model_state(self.model, state["model"], path)
+        saved_model = state.get("config", {}).get("model")  # a mismatch then names both models
+        load_model_state(self.model, state["model"], path, models=(saved_model, self.cfg.model))
         self.parts.optimizer.load_state_dict(state["optimizer"])
         self.parts.scheduler.load_state_dict(state["scheduler"])
         reshaped = sync_lr_to_schedule(self.parts.scheduler, state.get("config", {}), self.cfg)
