@@ -65,11 +65,10 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
             *erasing,  # last, as in torchvision's references: it erases what the rest produced
         ]
     else:
-        steps = [
-            v2.ToImage(),
-            v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True),
-            v2.CenterCrop(size),
-        ]
+        # Pillow resizes and crops a decoded image (torchvision a .npy array): Pillow alone then gives a
+        # deployed model the pixels predict gives it (README, Export; torchvision's own kernel differs by 1).
+        fixed = [v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True), v2.CenterCrop(size)]
+        steps = [*fixed, v2.ToImage()] if cfg.format == "image" else [v2.ToImage(), *fixed]
     return v2.Compose([*steps, v2.ToPureTensor()])
 
 
