@@ -17,7 +17,7 @@ import yaml
 from torch_scaffold.check import run_check
 from torch_scaffold.lint import RULES, check
 
-from .conftest import BIN, REPO, generate, run_in
+from .conftest import BIN, HANG_S, REPO, generate, run_in
 from .conftest import check as succeeded
 from .test_matrix import LONGEST_PACKAGE_NAME, longest_package_name
 
@@ -184,7 +184,7 @@ def planted(tmp_path: Path) -> Path:
 
 def test_flake8_command_reports_every_rule_beside_torchfix(planted: Path) -> None:
     result = subprocess.run(
-        [str(BIN / "flake8"), "--select", "TSC,TOR", str(planted)], capture_output=True, text=True, timeout=120
+        [str(BIN / "flake8"), "--select", "TSC,TOR", str(planted)], capture_output=True, text=True, timeout=HANG_S
     )
     found = {line.split()[1] for line in result.stdout.splitlines()}
     assert result.returncode == 1, result.stderr

@@ -24,7 +24,7 @@ import pytest
 import torch
 import yaml
 
-from .conftest import BIN, REPO, check, generate, run_in
+from .conftest import BIN, HANG_S, REPO, check, generate, run_in
 
 NAMING_QUESTIONS = {"project_name", "project_slug", "package_name", "description", "author_name"}
 # Open questions get representative values: the in-code network and two small torchvision
@@ -144,7 +144,7 @@ def matrix(template_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     spec.write_text(json.dumps(runs))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run([sys.executable, str(REPO / "tests" / "train_rows.py"), str(spec), str(results)], env=env,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(results.read_text())
     assert outcome["data"]["rc"] == 0, outcome["data"]
