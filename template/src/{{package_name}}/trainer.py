@@ -64,6 +64,7 @@ from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
 from .run_lock import RunLock
+from .startup import describe as describe_startup
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, preflight, track
 
@@ -528,6 +529,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
         trainer = Trainer(cfg, world)
         progress = trainer.restore(resume)
+        trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
         with track(cfg, progress, world.is_main) as trainer.tracker:  # MLflow: artifacts and status at the end
             with GracefulStop() as stop:
                 row = trainer.fit(progress, stop, epoch_end)
