@@ -74,8 +74,10 @@ def track(cfg: Config, progress: Progress, is_main: bool) -> Iterator[MlflowRun 
     if not (is_main and enabled(cfg.train.mlflow)):
         yield None
         return
+    continued = progress.mlflow_run_id
     run = MlflowRun.start(cfg.to_dict(), progress.mlflow_run_id, name=cfg.train.out_dir)
     progress.mlflow_run_id = run.run_id
+    print(run.where(continued=continued == run.run_id), flush=True)  # where to look, before the first epoch
     status = "FAILED"
     try:
         yield run
@@ -199,6 +201,12 @@ class MlflowRun:
         tracker = cls(client, run.info.run_id)
         tracker.log_params(params)
         return tracker
+
+    def where(self, continued: bool = False) -> str:
+        """One line: the run id, its experiment and the tracking URI, so the run can be found in the UI."""
+        experiment = self.client.get_experiment(self.client.get_run(self.run_id).info.experiment_id)
+        how = "continues run" if continued else "run"
+        return f"mlflow: {how} {self.run_id} in experiment {experiment.name!r} at {tracking_uri()}"
 
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
