@@ -20,7 +20,15 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
-from .bad_files import check_headers, check_link_loops, check_strays, checked, drop_unreadable, extension_list
+from .bad_files import (
+    check_headers,
+    check_link_loops,
+    check_strays,
+    checked,
+    drop_unreadable,
+    extension_list,
+    listing,
+)
 from .cache import MemoryCache, keeps_in_memory
 from .config import Config, DataConfig
 from .distributed import World
@@ -135,6 +143,7 @@ def build_datasets(cfg: Config, progress: bool = False) -> tuple[datasets.Datase
             f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
         )
     align_classes(val_set, train_set.class_to_idx)
+    warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     if batch_path(cfg.data):  # training images as uint8 squares, cropped and flipped later per batch
         workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
@@ -182,6 +191,19 @@ def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int])
     dataset.targets = [target for _, target in dataset.samples]
     dataset.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
     dataset.class_to_idx = dict(class_to_idx)
+
+
+def warn_missing_classes(dataset: datasets.DatasetFolder) -> list[str]:
+    """One line naming the training classes a split has no image of: its accuracy is silent about them."""
+    present = set(dataset.targets)
+    missing = [name for index, name in enumerate(dataset.classes) if index not in present]
+    if missing:
+        print(
+            f"warning: {dataset.root} has no images of {len(missing)} of the {len(dataset.classes)} classes: "
+            f"{listing(missing)}; val_acc does not measure them: move some of their images from train/ to "
+            f"{dataset.root}/<class name>/"
+        )
+    return missing
 
 
 class ResumableSampler(DistributedSampler):
