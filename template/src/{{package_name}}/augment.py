@@ -79,7 +79,7 @@ class BatchAugment:
     """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
 
     def __init__(self, cfg: Config, rank: int, layout: torch.memory_format) -> None:
-        self.size, self.random = cfg.data.image_size, cfg.data.augment
+        self.size, self.random, self.flip = cfg.data.image_size, cfg.data.augment, cfg.data.flip
         self.scale = (cfg.data.crop_scale_min, 1.0)
         self.seed, self.rank, self.layout = cfg.train.seed, rank, layout
         self.generator = torch.Generator()  # one object, reseeded per batch: nothing to allocate per step
@@ -94,6 +94,8 @@ class BatchAugment:
         self.generator.manual_seed(sample_seed(sample_seed(self.seed, -epoch, batch), self.rank, 1))
         boxes = crop_boxes(self.generator, len(images), side, self.scale)
         flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
+        # data.flip=false: drawn all the same, then unused, so the crops stay the draws they were.
+        flips &= self.flip
         theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)
         grid = crop_grid(theta, self.size)  # as F.affine_grid(theta, ..., align_corners=False) makes it
         # Bilinear, as RandomResizedCrop; its antialiasing is left out: crops shrink by at most side / size.

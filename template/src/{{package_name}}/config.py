@@ -33,6 +33,7 @@ class DataConfig:
     batch_size: int = 32
     num_workers: int | str = "auto"  # loader processes; 0 loads in the main process; auto: by CPU count
     augment: bool = True  # random resized crop + horizontal flip for training
+    flip: bool = True  # the horizontal flip of augment; false for text, digits, anything with a handedness
     crop_scale_min: float = 0.5  # smallest area fraction kept by the random crop
     eval_crop_ratio: float = 0.875  # evaluation resizes to image_size / ratio, then center-crops
     cache: str = "auto"  # auto: memory when it takes at most a quarter of it | none | memory: decode once, keep

@@ -67,7 +67,8 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
         steps: list[Any] = [
             v2.ToImage(),
             v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
-            v2.RandomHorizontalFlip(),
+            # data.flip=false: p=0 still draws its number, so every later random draw stays the same.
+            v2.RandomHorizontalFlip(p=0.5 if cfg.flip else 0.0),
             *AUGMENT_POLICIES[cfg.auto_augment](),  # on uint8 images, as the policies were designed
             *extensions.extra_train_transforms(),  # yours
             *erasing,  # last, as in torchvision's references: it erases what the rest produced
