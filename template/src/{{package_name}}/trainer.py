@@ -62,7 +62,7 @@ from .optim import build_optimizer, build_scheduler
 from .pipeline import batch_path
 from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
-from .reporting import MetricsLog, draw_curves, save_sample_grid
+from .reporting import MetricsLog, draw_curves, save_sample_grid, target_labels
 from .run_lock import RunLock
 from .startup import describe as describe_startup
 from .tensorboard_log import TensorBoardLog
@@ -388,7 +388,7 @@ class Trainer:
                 if self.ema is not None:
                     self.ema.update_parameters(self.model)
                 if self.grid_pending:
-                    self.save_grid(inputs, targets)  # what the model sees (mixed, when mixing), hard labels
+                    self.save_grid(inputs, labels)  # what the model sees and learns: mixed images, mixed labels
                 if self.progress_bars and progress.step % cfg.train.log_every == 0:  # P5: the only host sync
                     bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")
                 if not last and self.stop_agreed(stop, progress.step):  # the epoch's end decides after its last
@@ -427,7 +427,7 @@ class Trainer:
 
     def save_grid(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         """P15: the first batch as the model sees it, each image labelled with its class, once per run folder."""
-        save_sample_grid(images, self.out_dir / "train_batch.png", [self.classes[t] for t in targets.tolist()])
+        save_sample_grid(images, self.out_dir / "train_batch.png", target_labels(targets, self.classes))
         if self.board is not None:
             self.board.batch(images)
         self.grid_pending = False
