@@ -27,6 +27,10 @@ GIT_IDENTITY = {
 }
 TEMPLATE_FILES = ("copier.yml", "PRACTICES.md", "CHANGELOG.md", ".pre-commit-hooks.yaml")  # beside template/
 DEFAULT_ANSWERS = {"project_name": "X", "project_slug": "x", "package_name": "x_pkg"}
+# Seconds before a subprocess counts as hung. Only a true hang (a process that never exits) reaches it: a
+# loaded machine makes runs slower, never this slow (a generated project's whole suite took 8 min on a busy
+# 2-core machine). Never a speed target: no test fails because the machine is busy.
+HANG_S = 3600
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -80,7 +84,7 @@ def generate(template: Path, dest: Path, vcs_ref: str = "v1", **answers: object)
 def copier_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``copier`` command, with no terminal and no stdin, as in CI."""
     return subprocess.run(
-        [str(BIN / "copier"), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        [str(BIN / "copier"), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=HANG_S
     )
 
 
@@ -105,7 +109,7 @@ def project(template_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return dest
 
 
-def run_in(project: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def run_in(project: Path, *args: str, timeout: int = HANG_S) -> subprocess.CompletedProcess[str]:
     """Run a command in a generated project, its package importable from src/ as after an install."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "PYTHONUNBUFFERED": "1"}
     return subprocess.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import BIN, REPO, check, generate, git, run_in
+from .conftest import BIN, check, generate, git, run_in
 
 WORKFLOW = Path(".github/workflows/ci.yml")
 
@@ -65,25 +65,51 @@ def test_no_workflow_when_declined(template_repo: Path, tmp_path: Path) -> None:
     assert (dest / ".pre-commit-config.yaml").is_file()  # pre-commit is independent of the CI service
 
 
-def test_pre_commit_runs_ruff(project: Path) -> None:
+def pre_commit_hooks(project: Path) -> dict[str, dict]:
     config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
-    hooks = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
-    assert {"ruff-check", "ruff-format"} <= hooks
-    ruff = next(repo for repo in config["repos"] if repo["repo"].endswith("/ruff-pre-commit"))
-    assert ruff["rev"].startswith("v")
+    return {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
 
 
-def test_pre_commit_runs_the_practices_check_of_the_same_template_version(project: Path, template_repo: Path) -> None:
-    """From the template source the project recorded, which exists, never a URL that may not."""
+def test_pre_commit_hooks_are_all_local_so_a_commit_works_offline(project: Path) -> None:
+    """pre-commit fetches every non-local repository before it runs any hook: one of them blocks offline commits."""
     config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
-    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    (ours,) = [repo for repo in config["repos"] if repo["hooks"][0]["id"] == "torch-scaffold-check"]
-    assert [hook["id"] for hook in ours["hooks"]] == ["torch-scaffold-check"]
-    assert ours["repo"] == answers["_src_path"] == str(template_repo) and Path(ours["repo"]).is_dir()
-    assert ours["rev"] == answers["_commit"] == "v1"
-    assert "v1" in git(template_repo, "tag").split()
-    hook_ids = [hook["id"] for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())]
-    assert "torch-scaffold-check" in hook_ids  # the hook the project names exists in this repository
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    hooks = pre_commit_hooks(project)
+    assert set(hooks) == {
+        "ruff-check", "ruff-format", "check-yaml", "check-added-large-files", "no-conflict-markers",
+        "torch-scaffold-check",
+    }  # fmt: skip
+    # Nothing pre-commit would install: system tools of the project's environment, or its own grep.
+    assert {hook["language"] for hook in hooks.values()} == {"system", "pygrep"}
+    assert not any("additional_dependencies" in hook for hook in hooks.values())
+
+
+def run_hook(hook: dict, files: list[Path], cwd: Path, path: str) -> subprocess.CompletedProcess[str]:
+    """A system hook as pre-commit runs it: its entry split as a shell would, the files appended."""
+    env = {"PATH": path, "HOME": str(cwd)}
+    return subprocess.run([*shlex.split(hook["entry"]), *map(str, files)], cwd=cwd, env=env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def test_pre_commit_system_hooks_run_from_the_project_environment(project: Path, tmp_path: Path) -> None:
+    hooks, path = pre_commit_hooks(project), f"{BIN}:/usr/bin:/bin"
+    yamls = sorted((project / "configs").rglob("*.yaml"))
+    assert run_hook(hooks["check-yaml"], yamls, project, path).returncode == 0
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train:\n  epochs: [3\n")
+    assert run_hook(hooks["check-yaml"], [broken], project, path).returncode != 0
+    big = tmp_path / "weights.pt"
+    big.write_bytes(b"0" * (2**20 + 1))
+    assert run_hook(hooks["check-added-large-files"], yamls, project, path).returncode == 0
+    refused = run_hook(hooks["check-added-large-files"], [*yamls, big], project, path)
+    assert refused.returncode == 1 and str(big) in refused.stderr
+    python_files = sorted((project / "src").rglob("*.py"))
+    assert run_hook(hooks["ruff-check"], python_files, project, path).returncode == 0
+    practices = run_hook(hooks["torch-scaffold-check"], python_files, project, path)
+    assert practices.returncode == 0 and "no findings" in practices.stdout, practices.stderr
+    # Without torch-scaffold installed: a note, and the commit goes through.
+    missing = run_hook(hooks["torch-scaffold-check"], python_files, project, "/usr/bin:/bin")
+    assert missing.returncode == 0 and "torch-scaffold is not installed, practices not checked" in missing.stdout
 
 
 MARKED = "batch_size: 32\n<<<<<<< before updating\n  lr: 0.1\n=======\n  lr: 0.2\n>>>>>>> after updating\n"

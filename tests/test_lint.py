@@ -17,7 +17,9 @@ import yaml
 from torch_scaffold.check import run_check
 from torch_scaffold.lint import RULES, check
 
-from .conftest import BIN, REPO
+from .conftest import BIN, HANG_S, REPO, generate, run_in
+from .conftest import check as succeeded
+from .test_matrix import LONGEST_PACKAGE_NAME, longest_package_name
 
 HEADER = "import torch\nfrom torch import nn\n\n\n"
 
@@ -182,7 +184,7 @@ def planted(tmp_path: Path) -> Path:
 
 def test_flake8_command_reports_every_rule_beside_torchfix(planted: Path) -> None:
     result = subprocess.run(
-        [str(BIN / "flake8"), "--select", "TSC,TOR", str(planted)], capture_output=True, text=True, timeout=120
+        [str(BIN / "flake8"), "--select", "TSC,TOR", str(planted)], capture_output=True, text=True, timeout=HANG_S
     )
     found = {line.split()[1] for line in result.stdout.splitlines()}
     assert result.returncode == 1, result.stderr
@@ -227,6 +229,20 @@ def test_generated_package_is_clean(project: Path, capsys: pytest.CaptureFixture
 def test_generated_tests_are_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = run_check(project / "tests")
     assert status == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("package_name", [longest_package_name(0), "cls2d_v3"], ids=["longest-allowed", "with-digits"])
+def test_generated_project_is_ruff_clean_for_any_package_name(
+    template_repo: Path, tmp_path: Path, package_name: str
+) -> None:
+    """The package name is the one answer inside .py files: the longest allowed one must still fit 120 columns.
+
+    The default project (a short name) is linted in tests/test_generate.py; the matrix lints every row.
+    """
+    assert len(longest_package_name(0)) == LONGEST_PACKAGE_NAME
+    project = generate(template_repo, tmp_path / "p", project_name="Texture Classifier", package_name=package_name)
+    succeeded(run_in(project, str(BIN / "ruff"), "check", "--no-cache", "."))
+    succeeded(run_in(project, str(BIN / "ruff"), "format", "--check", "--no-cache", "."))
 
 
 def test_torch_scaffold_check_command(planted: Path, project: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 import torch
 import yaml
 
-from .conftest import BIN, REPO, check, generate, run_in
+from .conftest import BIN, HANG_S, REPO, check, generate, run_in
 
 NAMING_QUESTIONS = {"project_name", "project_slug", "package_name", "description", "author_name"}
 # Open questions get representative values: the in-code network and two small torchvision
@@ -51,6 +51,12 @@ QUESTIONS: dict[str, list[object]] = {
     if name not in NAMING_QUESTIONS
 }
 QUESTIONS["naming"] = ["derived", "unicode", "explicit"]  # the free-text questions, three ways
+LONGEST_PACKAGE_NAME = 40  # copier.yml's package_name validator: the longest name must still lint
+
+
+def longest_package_name(index: int) -> str:
+    """A package name of the longest allowed length, with digits, distinct per row."""
+    return f"team{index:02d}_texture_classifier_for_photos_v2"[:LONGEST_PACKAGE_NAME].ljust(LONGEST_PACKAGE_NAME, "x")
 
 
 def naming(style: str, index: int) -> dict[str, str]:
@@ -63,10 +69,11 @@ def naming(style: str, index: int) -> dict[str, str]:
             "description": 'Says "hi", \\ and ünïcode ☃',
             "author_name": "O'Brien & Co <lab@example.org>",
         }
+    # Explicit answers: the longest allowed package name, with digits (lines that hold it must fit 120 columns).
     return {
         "project_name": f"Explicit {index}",
         "project_slug": f"team-{index}-cls",
-        "package_name": f"team{index}_cls",
+        "package_name": longest_package_name(index),
     }
 
 
@@ -137,7 +144,7 @@ def matrix(template_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     spec.write_text(json.dumps(runs))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run([sys.executable, str(REPO / "tests" / "train_rows.py"), str(spec), str(results)], env=env,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(results.read_text())
     assert outcome["data"]["rc"] == 0, outcome["data"]

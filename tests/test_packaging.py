@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import HANG_S, REPO
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def build(source: Path, hook: str, out: Path) -> Path:
     """PEP 517's build hook of the backend pyproject.toml names, in a fresh process."""
     code = f"import setuptools.build_meta as backend; print(backend.{hook}({str(out)!r}))"
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=source, capture_output=True, text=True, check=True, timeout=300
+        [sys.executable, "-c", code], cwd=source, capture_output=True, text=True, check=True, timeout=HANG_S
     )
     return out / result.stdout.strip().splitlines()[-1]
 
@@ -69,7 +69,7 @@ def test_this_environment_imports_torch_scaffold_from_the_checkout() -> None:
     """``make env``'s editable install: the code runs from generator/, under its installed name only."""
     code = "import importlib.util as u, torch_scaffold as t; print(t.__file__, u.find_spec('generator'))"
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=Path("/"), capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code], cwd=Path("/"), capture_output=True, text=True, check=True, timeout=HANG_S
     )
     path, spec = result.stdout.split()
     assert Path(path) == REPO / "generator" / "__init__.py" and spec == "None"

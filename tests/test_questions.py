@@ -19,6 +19,7 @@ from .conftest import REPO, generate
         ({"package_name": "json"}, "would shadow"),
         ({"package_name": "9lives"}, "must be a lowercase Python identifier"),
         ({"package_name": "my-pkg"}, "must be a lowercase Python identifier"),
+        ({"package_name": "a" * 41}, "has 41 characters, at most 40 are allowed"),
         ({"project_name": "  "}, "must not be empty"),
         ({"project_slug": "My Project"}, "project_slug must start with a letter"),
         ({"model": "resnet19"}, "torchvision classifier"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import BIN, copier_cli, generate, git
+from .conftest import BIN, HANG_S, copier_cli, generate, git
 from .lifecycle import V1, V2, make_user_project, substitute
 
 
@@ -19,7 +19,7 @@ def scaffold(*args: str | Path, cwd: Path | None = None) -> subprocess.Completed
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        timeout=300,
+        timeout=HANG_S,
     )
 
 

@@ -79,7 +79,7 @@ class BatchAugment:
     """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
 
     def __init__(self, cfg: DataConfig, seed: int, rank: int, layout: torch.memory_format) -> None:
-        self.size, self.random = cfg.image_size, cfg.augment
+        self.size, self.random, self.flip = cfg.image_size, cfg.augment, cfg.flip
         self.scale = (cfg.crop_scale_min, 1.0)
         self.seed, self.rank, self.layout = seed, rank, layout
         self.generator = torch.Generator()  # one object, reseeded per batch: nothing to allocate per step
@@ -94,6 +94,8 @@ class BatchAugment:
         self.generator.manual_seed(crop_seed(self.seed, epoch, batch, self.rank))
         boxes = crop_boxes(self.generator, len(images), side, self.scale)
         flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
+        # data.flip=false: drawn all the same, then unused, so the crops stay the draws they were.
+        flips &= self.flip
         theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)
         grid = crop_grid(theta, self.size)  # as F.affine_grid(theta, ..., align_corners=False) makes it
         # Bilinear, as RandomResizedCrop; its antialiasing is left out: crops shrink by at most side / size.

@@ -58,7 +58,9 @@ class MemoryCache(Dataset):
     def __init__(self, folder: datasets.DatasetFolder, cfg: DataConfig, progress: bool = False) -> None:
         side = round(cfg.image_size / cfg.eval_crop_ratio)
         refuse_if_too_big(len(folder) * 3 * side * side * 4 // 3)  # about a third more for aspect ratios
-        resize = v2.Compose([v2.ToImage(), v2.Resize(side, antialias=True), v2.ToPureTensor()])
+        # Resized as evaluation resizes (data.build_transform): by Pillow for images, so cached pixels are predict's.
+        steps = [v2.Resize(side, antialias=True), v2.ToImage()]
+        resize = v2.Compose([*(steps if cfg.format == "image" else steps[::-1]), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]
         self.images = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
         self.transform = folder.transform

@@ -10,9 +10,11 @@ checkpoint holds (19 of them, ``format_version`` 1) is written down once, in
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -105,17 +107,57 @@ def save_run_checkpoint(state: dict[str, Any], out_dir: Path, keep_last: int = 0
     return last
 
 
+def not_a_checkpoint(path: Path) -> str | None:
+    """What ``path`` is when it is something else a user may pass for a checkpoint: a run folder or an export.
+
+    Checked before ``torch.load``, whose own errors for these name another
+    problem ("not found", "holds Python objects", "corrupt").
+    """
+    if path.is_dir():
+        inside = [path / name for name in ("best.pt", "last.pt") if (path / name).is_file()]
+        found = (
+            f"pass a file in it, e.g. {' or '.join(map(str, inside))}" if inside else "it holds no best.pt or last.pt"
+        )
+        return f"checkpoint {path} is a folder, not a checkpoint file: {found}"
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if path.suffix.lower() == ".onnx" or head[:1] == b"\x08":  # an ONNX ModelProto starts with field 1, ir_version
+        return (
+            f"checkpoint {path} is an ONNX export, not a checkpoint: run it with onnxruntime (README, Export), "
+            "or pass the .pt file it was exported from"
+        )
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            if any(name.endswith("archive_format") for name in archive.namelist()):  # torch.export.save's layout
+                return (
+                    f"checkpoint {path} is a torch.export program (.pt2), not a checkpoint: load it with "
+                    "torch.export.load (README, Export), or pass the .pt file it was exported from"
+                )
+    return None
+
+
+def refused_objects(exc: Exception) -> str:
+    """The Python object PyTorch refused, named whole (its message is a paragraph about weights_only)."""
+    found = re.search(r"\bGLOBAL ([\w.]+)", str(exc))  # "Unsupported global: GLOBAL x.Y" or "unsupported GLOBAL x.y"
+    if found:
+        return f"a {found.group(1)}"
+    last = [line.strip() for line in str(exc).splitlines() if "WeightsUnpickler error" in line]
+    return last[0].split(":", 1)[1].strip().rstrip(".") if last else exc.__class__.__name__
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load on the CPU, refusing anything but tensors and plain types."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"checkpoint {path} not found: pass the path of a .pt file written by train")
+    other = not_a_checkpoint(path)
+    if other:
+        raise UserError(other)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise UserError(
-            f"checkpoint {path} was refused: it holds Python objects, not only weights ({first[:120]}); "
+            f"checkpoint {path} was refused: it holds Python objects, not only weights ({refused_objects(exc)}); "
             "load only checkpoints you trust, re-saved as state_dicts"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as exc:
@@ -148,17 +190,54 @@ def weights_of(state: dict[str, Any], extra_prefixes: tuple[str, ...] = ()) -> d
     return weights
 
 
-def load_model_state(model: nn.Module, state: dict[str, torch.Tensor], source: str | Path = "checkpoint") -> None:
-    """Load into the plain model, accepting a state_dict saved from a wrapper."""
+def load_model_state(
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    source: str | Path = "checkpoint",
+    models: tuple[Any, Any] | None = None,
+) -> None:
+    """Load into the plain model, accepting a state_dict saved from a wrapper.
+
+    ``models``: the checkpoint's ``model`` config section and this run's, so
+    that a mismatch names the two models instead of listing tensor names.
+    """
     state = weights_of(state)
-    try:
-        unwrap(model).load_state_dict(state)
-    except RuntimeError as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        detail = "; ".join(lines[1:3])[:300]
-        raise UserError(
-            f"{source} does not fit this model ({detail}): use the same model settings it was trained with"
-        ) from None
+    target = unwrap(model).state_dict()
+    missing = sorted(set(target) - set(state))
+    unexpected = sorted(set(state) - set(target))
+    reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
+    if missing or unexpected or reshaped:
+        differences = model_differences(*models) if models else ""
+        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target)
+        fix = "use the model settings it was trained with" + (" (--set KEY=VALUE)" if differences else "")
+        raise UserError(f"{source} does not fit this model ({detail}): {fix}")
+    unwrap(model).load_state_dict(state)
+
+
+def model_differences(saved: Any, ours: Any) -> str:
+    """The model keys whose values differ, checkpoint's against this run's: model.name first."""
+    saved, ours = (dataclasses.asdict(m) if dataclasses.is_dataclass(m) else dict(m or {}) for m in (saved, ours))
+    keys = sorted((k for k in set(saved) & set(ours) if saved[k] != ours[k]), key=lambda k: (k != "name", k))
+    return "; ".join(f"model.{k} is {saved[k]!r} in the checkpoint, {ours[k]!r} in the config" for k in keys)
+
+
+def tensor_differences(
+    missing: list[str],
+    unexpected: list[str],
+    reshaped: list[str],
+    state: dict[str, torch.Tensor],
+    target: dict[str, torch.Tensor],
+) -> str:
+    """Counts and the first few whole names, so the message stays one readable line."""
+
+    def few(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    parts = [f"{len(missing)} tensor(s) missing: {few(missing)}"] if missing else []
+    parts += [f"{len(unexpected)} unexpected: {few(unexpected)}"] if unexpected else []
+    shapes = [f"{k} {list(state[k].shape)} in the file, {list(target[k].shape)} here" for k in reshaped]
+    parts += [f"{len(reshaped)} of another shape: {few(shapes)}"] if reshaped else []
+    return "; ".join(parts)
 
 
 def rng_state(cuda_devices: Sequence[int] = (), cuda_by_rank: list[list[torch.Tensor]] | None = None) -> dict[str, Any]:
@@ -227,7 +306,7 @@ def find_resume_state(resume: str | None, out_dir: str | Path) -> tuple[Path, di
         return None
     if resume != "auto":
         path = Path(resume)
-        if not path.is_file():
+        if not path.exists():  # a folder: read_checkpoint names the checkpoints inside it
             raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
         return path, read_checkpoint(path)
     out_dir = Path(out_dir)

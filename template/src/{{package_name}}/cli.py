@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
     predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
     predict.add_argument("--csv", metavar="FILE", help="also write path, then class and probability per rank, as CSV")
+    predict.add_argument(
+        "--on-bad-file",
+        choices=["error", "skip"],
+        help="an unreadable file: exit 2 naming it (error) or warn (skip), after predicting every other file "
+        "(default: the config's data.on_bad_file)",
+    )
     predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
 
     similar = add_checkpoint_command(commands, "similar", "the training images most similar to each query image")
@@ -169,17 +175,11 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def predict_command(args: argparse.Namespace) -> int:
-    from .inference import expand_inputs, predict_file, write_predictions
+    from .inference import run_predict
 
     loaded = load_checkpoint_for(args)
-    predictions = []
-    for path in expand_inputs(args.files, loaded.config.data.format):
-        ranked = predict_file(loaded, path, args.topk)
-        predictions.append((path, ranked))
-        print(f"{path}: " + ", ".join(f"{name} {probability:.3f}" for name, probability in ranked))
-    if args.csv:
-        print(f"predictions: {write_predictions(predictions, args.topk, args.csv)}")
-    return 0
+    # Every readable file is predicted (and written to --csv); unreadable ones are named after, per --on-bad-file.
+    return run_predict(loaded, args.files, args.topk, args.csv, args.on_bad_file)
 
 
 def similar_command(args: argparse.Namespace) -> int:

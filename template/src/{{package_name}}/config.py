@@ -62,6 +62,7 @@ class DataConfig:
         bounds="[0, inf)",
     )
     augment: bool = option(True, "random resized crop + horizontal flip for training")
+    flip: bool = option(True, "the horizontal flip of augment; false for text, digits, anything with a handedness")
     crop_scale_min: float = option(0.5, "smallest area fraction kept by the random crop", bounds="(0, 1]")
     eval_crop_ratio: float = option(
         0.875, "evaluation resizes to image_size / ratio, then center-crops", bounds="(0, 1]"

@@ -19,7 +19,15 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
-from .bad_files import check_headers, check_link_loops, check_strays, checked, drop_unreadable, extension_list
+from .bad_files import (
+    check_headers,
+    check_link_loops,
+    check_strays,
+    checked,
+    drop_unreadable,
+    extension_list,
+    listing,
+)
 from .cache import MemoryCache, keeps_in_memory
 from .config import Config, DataConfig
 from .device import select_device
@@ -64,17 +72,17 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
         steps: list[Any] = [
             v2.ToImage(),
             v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
-            v2.RandomHorizontalFlip(),
+            # data.flip=false: p=0 still draws its number, so every later random draw stays the same.
+            v2.RandomHorizontalFlip(p=0.5 if cfg.flip else 0.0),
             *AUGMENT_POLICIES[cfg.auto_augment](),  # on uint8 images, as the policies were designed
             *extensions.extra_train_transforms(),  # yours
             *erasing,  # last, as in torchvision's references: it erases what the rest produced
         ]
     else:
-        steps = [
-            v2.ToImage(),
-            v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True),
-            v2.CenterCrop(size),
-        ]
+        # Pillow resizes and crops a decoded image (torchvision a .npy array): Pillow alone then gives a
+        # deployed model the pixels predict gives it (README, Export; torchvision's own kernel differs by 1).
+        fixed = [v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True), v2.CenterCrop(size)]
+        steps = [*fixed, v2.ToImage()] if cfg.format == "image" else [v2.ToImage(), *fixed]
     return v2.Compose([*steps, v2.ToPureTensor()])
 
 
@@ -156,6 +164,7 @@ def build_datasets(
             f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
         )
     align_classes(val_set, train_set.class_to_idx)
+    warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
     batches, device = batch_path(cfg.data), select_device(cfg.train.device, World().local_rank)
@@ -213,6 +222,19 @@ def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int])
     dataset.targets = [target for _, target in dataset.samples]
     dataset.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
     dataset.class_to_idx = dict(class_to_idx)
+
+
+def warn_missing_classes(dataset: datasets.DatasetFolder) -> list[str]:
+    """One line naming the training classes a split has no image of: its accuracy is silent about them."""
+    present = set(dataset.targets)
+    missing = [name for index, name in enumerate(dataset.classes) if index not in present]
+    if missing:
+        print(
+            f"warning: {dataset.root} has no images of {len(missing)} of the {len(dataset.classes)} classes: "
+            f"{listing(missing)}; val_acc does not measure them: move some of their images from train/ to "
+            f"{dataset.root}/<class name>/"
+        )
+    return missing
 
 
 class ResumableSampler(DistributedSampler):

@@ -7,8 +7,9 @@ do not also take uint8: convert with ``images.float() / 255`` first.
 
 Each artifact carries what a user of it needs besides the weights (class
 names, the evaluation resize and crop, mean and std: ``export_metadata``):
-ONNX in its ``metadata_props``, TorchScript and ``.pt2`` as an extra file
-``metadata.json`` inside the archive. ``read_metadata`` reads either back.
+ONNX in its ``metadata_props`` (strings only: each value JSON-encoded),
+TorchScript and ``.pt2`` as an extra file ``metadata.json`` inside the
+archive, one JSON object of plain values. ``read_metadata`` reads either back.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def default_output(checkpoint: str | Path, fmt: str) -> Path:
     return checkpoint.with_name(checkpoint.stem + FORMATS[fmt])
 
 
-def export_metadata(loaded: Loaded) -> dict[str, str]:
-    """What it takes to use the artifact without this package; each value is JSON (ONNX metadata holds strings)."""
+def export_metadata(loaded: Loaded) -> dict[str, Any]:
+    """What it takes to use the artifact without this package, as plain JSON values."""
     cfg = loaded.config
     values: dict[str, Any] = {
         "classes": loaded.classes,  # index i of the output is classes[i]
@@ -52,24 +53,23 @@ def export_metadata(loaded: Loaded) -> dict[str, str]:
         "mean": cfg.model.mean,  # applied inside the model: for reference only
         "std": cfg.model.std,
     }
-    return {key: json.dumps(value) for key, value in values.items()}
+    return values
 
 
 def read_metadata(path: str | Path, fmt: str) -> dict[str, Any]:
     """The metadata an artifact carries, decoded."""
     if fmt == "onnx":
         onnx = require("onnx", "onnx", "reading ONNX metadata")
-        raw = {prop.key: prop.value for prop in onnx.load(str(path), load_external_data=False).metadata_props}
+        props = onnx.load(str(path), load_external_data=False).metadata_props
+        return {prop.key: json.loads(prop.value) for prop in props}  # ONNX holds strings: each value is JSON
+    files = {METADATA_FILE: ""}
+    if fmt == "torchscript":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            torch.jit.load(str(path), map_location="cpu", _extra_files=files)
     else:
-        files = {METADATA_FILE: ""}
-        if fmt == "torchscript":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                torch.jit.load(str(path), map_location="cpu", _extra_files=files)
-        else:
-            torch.export.load(str(path), extra_files=files)
-        raw = json.loads(files[METADATA_FILE] or "{}")
-    return {key: json.loads(value) for key, value in raw.items()}
+        torch.export.load(str(path), extra_files=files)
+    return json.loads(files[METADATA_FILE] or "{}")
 
 
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
@@ -78,7 +78,7 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
 
 
 def export_model(
-    model: nn.Module, fmt: str, example: torch.Tensor, output: str | Path, metadata: dict[str, str] | None = None
+    model: nn.Module, fmt: str, example: torch.Tensor, output: str | Path, metadata: dict[str, Any] | None = None
 ) -> Path:
     """Write ``model`` (in eval mode, on the CPU) as ``fmt`` to ``output``, with ``metadata`` inside."""
     output = Path(output)
@@ -98,7 +98,7 @@ def export_model(
             program = torch.onnx.export(export_program(model, example), (example,), dynamo=True, verbose=False)
             program.save(str(output))
             proto = onnx.load(str(output))
-            onnx.helper.set_model_props(proto, metadata or {})
+            onnx.helper.set_model_props(proto, {key: json.dumps(value) for key, value in (metadata or {}).items()})
             onnx.save(proto, str(output))
         else:
             raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import UnidentifiedImageError
 from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 
-from .bad_files import extension_list
+from .bad_files import READ_ERRORS, BadFileError, extension_list, listing, reason
 from .checkpoint import load_model_state, read_checkpoint
 from .config import Config, load_config
 from .data import NPY_EXTENSIONS, align_classes, build_loader, build_transform, folder_dataset, load_npy
@@ -55,7 +55,8 @@ def load_trained(
     # The weights come from the checkpoint; a pretrained file need not exist any more.
     model = build_model(dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False), len(classes))
     average = state.get("model_ema")
-    load_model_state(model, state["model"] if raw_weights or average is None else average, checkpoint)
+    weights = state["model"] if raw_weights or average is None else average
+    load_model_state(model, weights, checkpoint, models=(state.get("config", {}).get("model"), cfg.model))
     if average is None:
         note = ""  # trained weights, the only ones there are: nothing to say
     elif raw_weights:
@@ -90,7 +91,7 @@ def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[Path]:
     found: list[Path] = []
     for path in map(Path, paths):
         if not path.is_dir():
-            found.append(path)  # read_input names it if it is missing
+            found.append(path)  # run_predict names it if it is missing
             continue
         inside = sorted(
             Path(folder) / name
@@ -125,9 +126,16 @@ def read_input(path: Path, data_format: str) -> Any:
         raise UserError(f"{path} not found: give the path of an existing file or folder")
     try:
         return load_npy(str(path)) if data_format == "npy" else default_loader(str(path))
-    except (UnidentifiedImageError, ValueError, OSError) as exc:
-        reason = exc.__class__.__name__
-        raise UserError(f"{path} is not a readable {data_format} file ({reason}): skip or replace it") from None
+    except READ_ERRORS as exc:
+        raise UnreadableInput(path, data_format, reason(exc, str(path))) from None
+
+
+class UnreadableInput(BadFileError):
+    """An input file that cannot be read; ``run_predict`` lists it and goes on with the others."""
+
+    def __init__(self, path: Path, data_format: str, why: str) -> None:
+        super().__init__(f"{path} is not a readable {data_format} file ({why}): replace or remove it")
+        self.entry = f"{path} ({why})"
 
 
 def predict_file(loaded: Loaded, path: str | Path, topk: int = 3) -> list[tuple[str, float]]:
@@ -139,3 +147,44 @@ def predict_file(loaded: Loaded, path: str | Path, topk: int = 3) -> list[tuple[
         probabilities = loaded.model(batch).float().softmax(1)[0]
     values, indices = probabilities.topk(min(topk, len(loaded.classes)))
     return [(loaded.classes[i], p) for i, p in zip(indices.tolist(), values.tolist(), strict=True)]
+
+
+def run_predict(
+    loaded: Loaded, files: Sequence[str | Path], topk: int, csv_path: str | None, on_bad_file: str | None
+) -> int:
+    """The predict command: every readable file predicted and written; the unreadable ones named after.
+
+    One damaged photo must not cost the predictions of the others, so a bad
+    file is remembered and the loop goes on. ``on_bad_file`` (default: the
+    config's ``data.on_bad_file``, as training) decides the ending: ``error``
+    exits with status 2 naming them, ``skip`` warns and exits 0. Either way
+    the CSV holds every readable file.
+    """
+    on_bad_file = on_bad_file or loaded.config.data.on_bad_file
+    paths = expand_inputs(files, loaded.config.data.format)
+    missing = [path for path in paths if not path.is_file()]
+    if missing:  # a typo in the command line: said before any work, as every other argument mistake
+        raise UserError(f"{listing(missing)} not found: give the path of an existing file or folder")
+    predictions, unreadable = [], []
+    for path in paths:
+        try:
+            ranked = predict_file(loaded, path, topk)
+        except UnreadableInput as bad:
+            unreadable.append(bad.entry)
+            continue
+        predictions.append((path, ranked))
+        print(f"{path}: " + ", ".join(f"{name} {probability:.3f}" for name, probability in ranked))
+    written = write_predictions(predictions, topk, csv_path) if csv_path else None
+    if written:
+        print(f"predictions: {written}")
+    if not unreadable:
+        return 0
+    kind = loaded.config.data.format
+    found = f"{len(unreadable)} of {len(paths)} file(s) are not a readable {kind} file: {listing(unreadable)}"
+    kept = f"the other {len(predictions)} predictions are in {written}; " if written and predictions else ""
+    if on_bad_file == "skip" and predictions:
+        print(f"warning: skipped {found}", file=sys.stderr)
+        return 0
+    # skip with nothing readable at all is still an error: an empty result is no success.
+    fix = "" if on_bad_file == "skip" else ", or pass --on-bad-file skip to leave them out with exit status 0"
+    raise UserError(f"{found}; {kept}replace or remove them{fix}")

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .config import Config
-from .reporting import MetricsLog, draw_curves, save_sample_grid
+from .reporting import MetricsLog, draw_curves, save_sample_grid, target_labels
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, enabled
 
@@ -45,7 +45,7 @@ class Output:
         """An epoch's metrics row, after its checkpoint is written; the lr of each parameter group."""
 
     def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
-        """A batch as the model sees it (mixed, when mixing), with its hard labels."""
+        """A batch as the model sees it (mixed, when mixing), with its labels (soft, when mixing)."""
 
     def close(self, status: str) -> None:
         """The run ends; ``status`` is FINISHED, KILLED or FAILED."""
@@ -102,7 +102,7 @@ class GridOutput(Output):
         self.path, self.classes = path, classes
 
     def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
-        save_sample_grid(images, self.path, [self.classes[t] for t in targets.tolist()])
+        save_sample_grid(images, self.path, target_labels(targets, self.classes))  # soft labels: both classes
 
 
 class TensorBoardOutput(Output):
@@ -139,6 +139,8 @@ class MlflowOutput(Output):
 
     def start(self, resumed_at: float | None, run_id: str | None) -> None:
         self.run = MlflowRun.start(self.config, run_id, name=self.name)
+        # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
+        print(self.run.where(continued=run_id == self.run.run_id), flush=True)
 
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
         if self.run is not None:

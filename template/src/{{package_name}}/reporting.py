@@ -15,6 +15,7 @@ from torchvision.utils import make_grid
 
 TILE_MIN = 96  # tiles are enlarged (nearest neighbour: the pixels stay those the model saw) until a label fits
 PADDING = 2
+LINE = 14  # pixels a label line takes, its black band included
 
 
 class MetricsLog:
@@ -82,9 +83,26 @@ def labelled_grid(images: torch.Tensor, labels: Sequence[str], max_images: int =
     for index, label in enumerate(labels[: len(batch)]):
         left = PADDING + (index % nrow) * (width + PADDING)
         top = PADDING + (index // nrow) * (height + PADDING)
-        draw.rectangle((left, top, left + width - 1, top + 13), fill=(0, 0, 0))
-        draw.text((left + 2, top + 1), fitted(draw, label, width - 4), fill=(255, 255, 255))
+        lines = label.split("\n")  # a mixed image's classes, one a line
+        draw.rectangle((left, top, left + width - 1, top + LINE * len(lines) - 1), fill=(0, 0, 0))
+        for number, line in enumerate(lines):
+            draw.text((left + 2, top + 1 + LINE * number), fitted(draw, line, width - 4), fill=(255, 255, 255))
     return picture
+
+
+def target_labels(targets: torch.Tensor, classes: Sequence[str]) -> list[str]:
+    """Each image's label for the grid: its class, or under MixUp/CutMix the classes it mixes, by share.
+
+    Mixed targets are probabilities over the classes (one row per image): a tile half circle, half square
+    reads "circle 0.55" over "square 0.45", not the one hard label it started from.
+    """
+    if targets.ndim == 1:
+        return [classes[index] for index in targets.tolist()]
+    labels = []
+    for row in targets.detach().float().cpu().tolist():
+        shares = sorted(((share, index) for index, share in enumerate(row) if share >= 0.005), reverse=True)
+        labels.append("\n".join(f"{classes[index]} {share:.2f}" for share, index in shares))
+    return labels
 
 
 def fitted(draw: ImageDraw.ImageDraw, label: str, width: int) -> str:

@@ -187,7 +187,8 @@ class RunState:
     def load_state_dict(self, state: dict[str, Any], path: Path) -> Progress:
         """The same keys, loaded into this run's objects; returns the progress. Notes are printed."""
         optimization = self.parts.optimization
-        load_model_state(self.parts.model, state["model"], path)
+        saved_model = state.get("config", {}).get("model")  # a mismatch then names both models
+        load_model_state(self.parts.model, state["model"], path, models=(saved_model, self.cfg.model))
         optimization.optimizer.load_state_dict(state["optimizer"])
         optimization.scheduler.load_state_dict(state["scheduler"])
         reshaped = sync_lr_to_schedule(optimization.scheduler, state.get("config", {}), self.cfg)

@@ -177,6 +177,12 @@ class MlflowRun:
         tracker.log_params(params)
         return tracker
 
+    def where(self, continued: bool = False) -> str:
+        """One line: the run id, its experiment and the tracking URI, so the run can be found in the UI."""
+        experiment = self.client.get_experiment(self.client.get_run(self.run_id).info.experiment_id)
+        how = "continues run" if continued else "run"
+        return f"mlflow: {how} {self.run_id} in experiment {experiment.name!r} at {tracking_uri()}"
+
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 

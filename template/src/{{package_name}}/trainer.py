@@ -53,6 +53,7 @@ from .provenance import provenance
 from .run_lock import RunLock, claim_out_dir
 from .run_state import Progress, RunParts, RunState
 from .seeding import seed_everything
+from .startup import describe as describe_startup
 from .tracking import preflight
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
@@ -74,6 +75,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
         trainer = Trainer(cfg, world)
         progress = trainer.state.restore(resume)
+        trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
         with GracefulStop() as stop:
             row = trainer.fit(progress, stop, epoch_end)
         finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
@@ -188,7 +190,8 @@ class Trainer:
                 progress.step += 1
                 if self.ema is not None:
                     self.ema.update_parameters(self.model)
-                self.outputs.images(inputs, targets)  # the first step's batch: as the model sees it, hard labels
+                # The first step's batch as the model sees it, for train_batch.png: soft labels when mixing.
+                self.outputs.images(inputs, labels)
                 # P5: the loss's .item() is a host sync: only at the logging interval, and only when a bar shows.
                 if self.progress_bars and progress.step % cfg.train.log_every == 0:
                     bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")

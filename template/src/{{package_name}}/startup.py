@@ -1,0 +1,77 @@
+"""The start-up line: what a run is about to do, said before its first epoch (which can take minutes).
+
+Data, device, precision, loaders and the resume point are otherwise only
+known from the first epoch's line, or from reading the config and the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+SHOWN_CLASSES = 6  # more than this many class names are cut, the count stays whole
+
+
+@dataclasses.dataclass
+class RunStart:
+    """What the start-up line reports, as plain values."""
+
+    classes: list[str]
+    train_images: int
+    val_images: int
+    device: str
+    precision: str
+    workers: int  # loader workers per process
+    batch_path: bool  # data.pipeline: crop and flip of whole batches on the device, or per sample
+    epoch: int  # epochs already trained
+    epochs: int
+    step: int = 0  # optimizer steps already taken
+    mid_epoch: bool = False  # resumed from a checkpoint written inside an epoch
+    processes: int = 1
+
+
+def class_names(classes: list[str]) -> str:
+    shown = ", ".join(classes[:SHOWN_CLASSES])
+    return shown + (f" and {len(classes) - SHOWN_CLASSES} more" if len(classes) > SHOWN_CLASSES else "")
+
+
+def resume_point(run: RunStart) -> str:
+    if run.epoch >= run.epochs:
+        return f"all {run.epochs} epochs already trained"
+    if run.mid_epoch:
+        return f"resuming inside epoch {run.epoch + 1} of {run.epochs} (global step {run.step})"
+    if run.epoch:
+        return f"resuming at epoch {run.epoch + 1} of {run.epochs} (global step {run.step})"
+    return f"starting at epoch 1 of {run.epochs}"
+
+
+def startup_line(run: RunStart) -> str:
+    """One line: classes and images per split, where and how it computes, the path images take, where it starts."""
+    path = "batch path (crop and flip of whole batches on the device)" if run.batch_path else "per-sample path"
+    on = f"{run.device} x{run.processes}" if run.processes > 1 else run.device
+    return (
+        f"start: {len(run.classes)} classes ({class_names(run.classes)}); "
+        f"{run.train_images} train / {run.val_images} val images; "
+        f"{on}, {run.precision}, {run.workers} loader workers per process, {path}; {resume_point(run)}"
+    )
+
+
+def describe(trainer: Any, progress: Any) -> str:
+    """``startup_line`` for a built and restored ``Trainer`` (trainer.train calls it before ``fit``)."""
+    return startup_line(
+        RunStart(
+            classes=trainer.classes,
+            train_images=len(trainer.batches.loader.dataset),
+            val_images=len(trainer.val_loader.dataset),
+            device=str(trainer.compute.device),
+            precision=trainer.compute.precision,
+            # A device-resident data set has no loader workers (resident.DeviceBatches).
+            workers=getattr(trainer.batches.loader, "num_workers", 0),
+            batch_path=trainer.batches.augment is not None,
+            epoch=progress.epoch,
+            epochs=trainer.cfg.train.epochs,
+            step=progress.step,
+            mid_epoch=progress.totals is not None,
+            processes=trainer.world.size,
+        )
+    )
