@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import yaml
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from .augment import BatchAugment
@@ -53,6 +52,7 @@ from .distributed import (
     sync_buffers,
     wrap_model,
 )
+from .ema import WeightAverage  # EMA hook 1 of 6 (with run_length below): the moving average of the weights
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .errors import UserError
 from .holdout import evaluate_test_split
@@ -63,6 +63,7 @@ from .pipeline import batch_path
 from .preemption import GracefulStop, Preempted
 from .provenance import data_changes, provenance
 from .reporting import MetricsLog, draw_curves, save_sample_grid
+from .run_length import run_length_warnings
 from .run_lock import RunLock
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, preflight, track
@@ -153,6 +154,8 @@ class Trainer:
         # data.pipeline: batch: random crops and flips of whole batches, on the training device (augment.py).
         self.augment = BatchAugment(cfg, self.world.rank, self.compute.layout) if batch_path(cfg.data) else None
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.train.accumulate_steps)  # optimizer steps
+        for warning in run_length_warnings(cfg, self.steps_per_epoch):  # EMA hook 6 of 6: settings too long for the run
+            self.say(f"warning: {warning}")
         self.assemble(train_set)
         self.metrics = MetricsLog(self.out_dir / "metrics.jsonl")
         logs_to_board = cfg.train.tensorboard and self.world.is_main
@@ -177,9 +180,9 @@ class Trainer:
         self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
         self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
-        # train.ema_decay: a moving average of the weights, buffers included, updated after each step.
-        average = get_ema_multi_avg_fn(cfg.train.ema_decay)
-        self.ema = AveragedModel(self.model, multi_avg_fn=average, use_buffers=True) if cfg.train.ema_decay else None
+        # EMA hook 2 of 6 - train.ema_decay: a moving average of the weights, buffers included, updated on the
+        # device after each optimizer step (ema.py).
+        self.ema = WeightAverage(self.model, cfg.train.ema_decay) if cfg.train.ema_decay else None
         self.mixer = BatchMixer(cfg.train, len(self.classes)) if BatchMixer.wanted(cfg.train) else None
         weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
         optimizer = build_optimizer(self.model, cfg.optim)
@@ -244,8 +247,7 @@ class Trainer:
             return None
         if state.get("model_ema") is None:
             return "the checkpoint has no average of the weights: train.ema_decay starts it from these weights"
-        load_model_state(self.ema.module, state["model_ema"], "model_ema")
-        self.ema.n_averaged.fill_(state["model_ema_updates"])  # the first update copies, the later ones average
+        self.ema.load_state_dict(state)  # EMA hook 3 of 6: model_ema and model_ema_updates (its warm-up's position)
         return None
 
     def data_note(self, state: dict[str, Any]) -> str | None:
@@ -318,8 +320,8 @@ class Trainer:
             "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
             "best_metric": progress.best_metric,
             "bad_epochs": progress.bad_epochs,
-            "model_ema": self.ema.module.state_dict() if self.ema is not None else None,
-            "model_ema_updates": int(self.ema.n_averaged) if self.ema is not None else 0,
+            # EMA hook 4 of 6: the average's keys, None and 0 without one.
+            **(self.ema.state_dict() if self.ema is not None else {"model_ema": None, "model_ema_updates": 0}),
             "criterion": self.parts.criterion.state_dict(),
             "rng": rng_state(self.cuda_ids),
             "classes": self.classes,
@@ -384,7 +386,7 @@ class Trainer:
                     continue  # gradients add up; checkpoints and stops wait for the optimizer step
                 progress.step += 1
                 if self.ema is not None:
-                    self.ema.update_parameters(self.model)
+                    self.ema.update(self.model)  # EMA hook 5 of 6: after each optimizer step, no host sync
                 if self.grid_pending:
                     self.save_grid(inputs, targets)  # what the model sees (mixed, when mixing), hard labels
                 if self.progress_bars and progress.step % cfg.train.log_every == 0:  # P5: the only host sync
