@@ -5,7 +5,7 @@ handwritten digits (1,797 real 8x8 scans shipped inside the package, written
 here as 32x32 PNGs in train/val/test folders). Needs ``pip install
 scikit-learn`` beside the dev environment; nothing is downloaded.
 
-    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--out .bench/recipe_accuracy.json]
+    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits] [--out .bench/recipe_accuracy.json]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
+    parser.add_argument("--data", nargs="+", choices=("shapes", "digits"), default=["shapes", "digits"])
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +84,9 @@ def main() -> None:
         )
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module(f"{PACKAGE}.sample_data")
-        datasets = {"shapes": (sample.write_sample_data(Path(tmp) / "shapes"), 64), "digits": (None, 32)}
-        datasets["digits"] = (write_digits(Path(tmp) / "digits"), 32)
+        makers = {"shapes": (lambda: sample.write_sample_data(Path(tmp) / "shapes"), 64)}
+        makers["digits"] = (lambda: write_digits(Path(tmp) / "digits"), 32)
+        datasets = {name: (makers[name][0](), makers[name][1]) for name in args.data}
         for name, (root, size) in datasets.items():
             for recipe in (None, "strong.yaml"):
                 out = Path(tmp) / f"run-{name}-{recipe or 'default'}"
