@@ -5,7 +5,8 @@ handwritten digits (1,797 real 8x8 scans shipped inside the package, written
 here as 32x32 PNGs in train/val/test folders). Needs ``pip install
 scikit-learn`` beside the dev environment; nothing is downloaded.
 
-    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits] [--out .bench/recipe_accuracy.json]
+    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits] [--recipe strong]
+        [--out .bench/recipe_accuracy.json]
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
     parser.add_argument("--data", nargs="+", choices=("shapes", "digits"), default=["shapes", "digits"])
+    parser.add_argument("--recipe", nargs="+", choices=("default", "strong"), default=["default", "strong"])
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +90,7 @@ def main() -> None:
         makers["digits"] = (lambda: write_digits(Path(tmp) / "digits"), 32)
         datasets = {name: (makers[name][0](), makers[name][1]) for name in args.data}
         for name, (root, size) in datasets.items():
-            for recipe in (None, "strong.yaml"):
+            for recipe in [None if name == "default" else f"{name}.yaml" for name in args.recipe]:
                 out = Path(tmp) / f"run-{name}-{recipe or 'default'}"
                 result = {"data": name, **run(project, root, recipe, args.epochs, out, size)}
                 print(json.dumps(result), flush=True)

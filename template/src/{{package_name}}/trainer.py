@@ -389,7 +389,7 @@ class Trainer:
                     self.ema.update(self.model)  # EMA hook 5 of 6: after each optimizer step, no host sync
                 if self.grid_pending:
                     self.save_grid(inputs, targets)  # what the model sees (mixed, when mixing), hard labels
-                if self.progress_bars and progress.step % cfg.train.log_every == 0:  # P5: the only host sync
+                if self.progress_bars and progress.step % cfg.train.log_every == 0:  # P5: a host sync, now and then
                     bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")
                 if not last and self.stop_agreed(stop, progress.step):  # the epoch's end decides after its last
                     raise self.stopped(stop, self.save(progress), progress)
