@@ -5,7 +5,8 @@ handwritten digits (1,797 real 8x8 scans shipped inside the package, written
 here as 32x32 PNGs in train/val/test folders). Needs ``pip install
 scikit-learn`` beside the dev environment; nothing is downloaded.
 
-    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--out .bench/recipe_accuracy.json]
+    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits] [--recipe strong]
+        [--out .bench/recipe_accuracy.json]
 
 ``--quick`` (one epoch on 40 shapes a class, digits only where scikit-learn
 is installed) only checks that the benchmark still runs; the test suite
@@ -74,6 +75,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
     parser.add_argument("--quick", action="store_true", help="one epoch on little data: checks that it runs")
+    parser.add_argument("--data", nargs="+", choices=("shapes", "digits"), default=["shapes", "digits"])
+    parser.add_argument("--recipe", nargs="+", choices=("default", "strong"), default=["default", "strong"])
     args = parser.parse_args()
     epochs = 1 if args.quick else args.epochs
     results = []
@@ -91,11 +94,13 @@ def main() -> None:
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module(f"{PACKAGE}.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
-        datasets = {"shapes": (sample.write_sample_data(Path(tmp) / "shapes", *per_class), 64)}
-        if not args.quick or importlib.util.find_spec("sklearn") is not None:
-            datasets["digits"] = (write_digits(Path(tmp) / "digits"), 32)
+        makers = {"shapes": (lambda: sample.write_sample_data(Path(tmp) / "shapes", *per_class), 64)}
+        makers["digits"] = (lambda: write_digits(Path(tmp) / "digits"), 32)
+        if args.quick and importlib.util.find_spec("sklearn") is None:
+            args.data = [name for name in args.data if name != "digits"]  # digits need scikit-learn
+        datasets = {name: (makers[name][0](), makers[name][1]) for name in args.data}
         for name, (root, size) in datasets.items():
-            for recipe in (None, "strong.yaml"):
+            for recipe in [None if name == "default" else f"{name}.yaml" for name in args.recipe]:
                 out = Path(tmp) / f"run-{name}-{recipe or 'default'}"
                 result = {"data": name, **run(project, root, recipe, epochs, out, size)}
                 print(json.dumps(result), flush=True)

@@ -75,6 +75,19 @@ def crop_grid(theta: torch.Tensor, size: int) -> torch.Tensor:
     return grid
 
 
+def upload(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small CPU tensor to ``device`` without a host sync.
+
+    To CUDA through page-locked memory, so that the copy is truly
+    asynchronous (from pageable memory ``non_blocking`` is not, and a
+    blocking copy waits for the GPU). The caching host allocator hands the
+    pinned block out again only after the copy that read it has finished.
+    """
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 class BatchAugment:
     """``data.pipeline: batch``: crop and flip (``data.augment``) or a center crop, for a batch on the device."""
 
@@ -96,7 +109,7 @@ class BatchAugment:
         flips = torch.rand(len(images), generator=self.generator) < 0.5  # RandomHorizontalFlip(p=0.5)
         # data.flip=false: drawn all the same, then unused, so the crops stay the draws they were.
         flips &= self.flip
-        theta = crop_matrices(boxes, flips, side).to(images.device, non_blocking=True)
+        theta = upload(crop_matrices(boxes, flips, side), images.device)
         grid = crop_grid(theta, self.size)  # as F.affine_grid(theta, ..., align_corners=False) makes it
         # Bilinear, as RandomResizedCrop; its antialiasing is left out: crops shrink by at most side / size.
         crops = F.grid_sample(images.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)

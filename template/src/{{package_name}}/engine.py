@@ -171,14 +171,17 @@ def evaluate(
     """
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=compute.device)
-    confusion = torch.zeros(num_classes * num_classes, device=compute.device, dtype=torch.long)
+    # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the
+    # end: bincount on CUDA reads its input's range with a host sync, so once per pass, not once per batch.
+    codes = [torch.zeros(0, device=compute.device, dtype=torch.long)]
     with torch.inference_mode():  # P11: no graph is built
         for batch in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
             images, targets = compute.batch(*batch)
             with compute.autocast():
                 logits = model(images)
             loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
-            confusion += torch.bincount(targets * num_classes + logits.argmax(1), minlength=num_classes**2)
+            codes.append(targets * num_classes + logits.argmax(1))
+    confusion = torch.bincount(torch.cat(codes), minlength=num_classes**2)  # a normal tensor: summed in place below
     if world is not None:  # every process saw its own shard: add them up
         sum_across(loss_sum, world)
         sum_across(confusion, world)

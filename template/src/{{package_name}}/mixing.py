@@ -38,4 +38,13 @@ class BatchMixer:
             images = images.float().div_(255)  # mixing averages pixels: uint8 would round them
         with torch.random.fork_rng(devices=[]):  # the CPU generator alone; the caller's state comes back after
             torch.default_generator.manual_seed(batch_seed(self.seed, epoch, batch))
-            return self.mix(images, targets)
+            mixed, soft = self.mix(images, targets)
+        # MixUp's roll() returns NCHW whatever it was given, CutMix keeps the input's layout: give back the
+        # training layout (channels_last or not), or the model would switch layouts from batch to batch.
+        return mixed.contiguous(memory_format=layout_of(images)), soft
+
+
+def layout_of(images: torch.Tensor) -> torch.memory_format:
+    """channels_last when the batch is laid out so, else contiguous (NCHW)."""
+    channels_last = images.dim() == 4 and images.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if channels_last and not images.is_contiguous() else torch.contiguous_format

@@ -40,11 +40,41 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
     return result
 
 
+def fused_on(device: torch.device) -> bool | None:
+    """``fused=True`` on CUDA, torch's default elsewhere (the CPU's numbers stay as they were).
+
+    A fused optimizer takes GradScaler's found-inf flag as a device tensor and
+    skips an overflowed fp16 step on the GPU; any other makes GradScaler read
+    the flag with ``.item()``, a host sync at every step.
+    """
+    return True if device.type == "cuda" else None
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+    """SGD (Nesterov momentum when ``momentum`` > 0) or AdamW, fused on CUDA; build it after the model is moved."""
     groups = param_groups(model, cfg)
+    device = next((p.device for group in groups for p in group["params"]), torch.device("cpu"))
+    fused = fused_on(device)
     if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr)
-    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
+        optimizer: torch.optim.Optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=fused)
+    else:
+        optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0, fused=fused)
+    keep_fused(optimizer, fused)
+    return optimizer
+
+
+def keep_fused(optimizer: torch.optim.Optimizer, fused: bool | None) -> None:
+    """``load_state_dict`` takes each group's ``fused`` from the checkpoint: put this device's choice back.
+
+    Else a CPU checkpoint resumed on a GPU would step unfused (and GradScaler,
+    told at construction that the step is fused, would hand it a flag it rejects).
+    """
+
+    def restore_choice(loaded: torch.optim.Optimizer) -> None:
+        for group in loaded.param_groups:
+            group["fused"] = fused
+
+    optimizer.register_load_state_dict_post_hook(restore_choice)
 
 
 def lr_factor(cfg: OptimConfig, steps_per_epoch: int, epochs: int) -> Callable[[int], float]:

@@ -43,7 +43,6 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel
 
 from .checkpoint import (
     FORMAT_VERSION,
@@ -59,6 +58,7 @@ from .checkpoint import (
 )
 from .config import Config
 from .distributed import World
+from .ema import WeightAverage
 from .engine import EpochTotals, Optimization
 from .errors import UserError
 from .provenance import data_changes
@@ -115,7 +115,7 @@ class RunParts:
     """The live objects a checkpoint saves and restores, and what identifies the run's data."""
 
     model: nn.Module  # the plain module: never the compiled, DDP or DataParallel wrapper
-    ema: AveragedModel | None
+    ema: WeightAverage | None
     optimization: Optimization
     device: torch.device
     cuda_ids: list[int]  # the GPUs whose generators the run draws from (each DataParallel replica's dropout)
@@ -172,8 +172,8 @@ class RunState:
             "scaler": optimization.scaler.state_dict(),
             **progress.state_dict(),  # epoch, global_step, best_metric, bad_epochs
             "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
-            "model_ema": ema.module.state_dict() if ema is not None else None,
-            "model_ema_updates": int(ema.n_averaged) if ema is not None else 0,
+            # model_ema and model_ema_updates: the average's weights and how many updates it holds (its warm-up).
+            **(ema.state_dict() if ema is not None else {"model_ema": None, "model_ema_updates": 0}),
             "criterion": optimization.criterion.state_dict(),
             "rng": rng_state(self.parts.cuda_ids, cuda_by_rank),
             "classes": self.parts.classes,
@@ -250,8 +250,7 @@ class RunState:
             return None
         if state.get("model_ema") is None:
             return "the checkpoint has no average of the weights: train.ema_decay starts it from these weights"
-        load_model_state(ema.module, state["model_ema"], "model_ema")
-        ema.n_averaged.fill_(state["model_ema_updates"])  # the first update copies, the later ones average
+        ema.load_state_dict(state)  # the weights and the update count: the warm-up goes on where it was
         return None
 
     def data_note(self, state: dict[str, Any]) -> str | None:

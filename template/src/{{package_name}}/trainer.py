@@ -21,7 +21,6 @@ from typing import Any
 import torch
 import yaml
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from .batches import TrainingBatches
@@ -42,6 +41,7 @@ from .distributed import (
     sync_buffers,
     wrap_model,
 )
+from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .errors import UserError
 from .holdout import evaluate_test_split
@@ -50,6 +50,7 @@ from .optim import build_optimizer, build_scheduler
 from .outputs import build_outputs
 from .preemption import GracefulStop, Preempted
 from .provenance import provenance
+from .run_length import run_length_warnings
 from .run_lock import RunLock, claim_out_dir
 from .run_state import Progress, RunParts, RunState
 from .seeding import seed_everything
@@ -130,6 +131,9 @@ class Trainer:
         self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
+        # Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one line.
+        for warning in run_length_warnings(cfg, self.steps_per_epoch):
+            self.say(f"warning: {warning}")
         self.assemble(train_set)
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
         parts = RunParts(
@@ -152,9 +156,9 @@ class Trainer:
         self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
         self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
-        # train.ema_decay: a moving average of the weights, buffers included, updated after each step.
-        average = get_ema_multi_avg_fn(cfg.train.ema_decay)
-        self.ema = AveragedModel(self.model, multi_avg_fn=average, use_buffers=True) if cfg.train.ema_decay else None
+        # train.ema_decay: a moving average of the weights, buffers included, updated on the device after each
+        # optimizer step with no copy from the host (ema.py).
+        self.ema = WeightAverage(self.model, cfg.train.ema_decay) if cfg.train.ema_decay else None
         weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
         optimizer = build_optimizer(self.model, cfg.optim)
         self.parts = Optimization(
@@ -189,7 +193,7 @@ class Trainer:
                     continue  # gradients add up; checkpoints and stops wait for the optimizer step
                 progress.step += 1
                 if self.ema is not None:
-                    self.ema.update_parameters(self.model)
+                    self.ema.update(self.model)
                 # The first step's batch as the model sees it, for train_batch.png: soft labels when mixing.
                 self.outputs.images(inputs, labels)
                 # P5: the loss's .item() is a host sync: only at the logging interval, and only when a bar shows.
