@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := demo-project
-PYTEST_ARGS ?=
+# Two pytest-xdist workers; whole files per worker, so a module's fixtures (the matrix's 17 projects) are made once.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: demo test lint bench env clean gpu-test gpu-project gpu-bench slurm-test
 

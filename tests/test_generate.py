@@ -58,7 +58,9 @@ def test_ruff_is_clean(project: Path) -> None:
 
 
 def test_project_tests_pass(project: Path) -> None:
-    out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+    # The project's whole suite, once in make test (the longest test here): two pytest-xdist workers, as its
+    # process-level tests (torchrun, signals, sweeps) mostly wait on their children.
+    out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"))
     assert " passed" in out and " failed" not in out
 
 

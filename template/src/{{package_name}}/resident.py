@@ -25,7 +25,7 @@ class DeviceBatches:
         self.images = cache.images.to(device)  # one copy, at start; the host copy goes with the cache
         self.labels = cache.labels.to(device)
         self.device, self.batch_size = device, batch_size
-        self.sampler = sampler  # data.ResumableSampler: (epoch, index, draw) keys from (seed, epoch), an offset
+        self.sampler = sampler  # samplers.ResumableSampler: (epoch, index, draw) keys from (seed, epoch), an offset
         # As build_loader decides for its DataLoader: a last, smaller batch is dropped when there is more than one.
         self.drop_last = len(sampler) > batch_size  # type: ignore[arg-type]
 

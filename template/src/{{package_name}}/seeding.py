@@ -50,7 +50,7 @@ class SeededSamples(Dataset):
     A sample's crop and flip then do not depend on which worker loads it, on
     how many workers there are, or on what was loaded before: the condition
     for a resumed run to see exactly the images an uninterrupted one saw.
-    The sampler (``data.ResumableSampler``) hands out (epoch, index, draw) keys.
+    The sampler (``samplers.ResumableSampler``) hands out (epoch, index, draw) keys.
     """
 
     def __init__(self, dataset: Dataset, seed: int) -> None:

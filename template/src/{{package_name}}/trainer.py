@@ -26,7 +26,7 @@ from tqdm import tqdm
 from .batches import TrainingBatches
 from .checkpoint import read_checkpoint
 from .config import Config
-from .data import balanced_class_weights, build_datasets, build_loader, stop_workers
+from .data import build_datasets, build_loader, stop_workers
 from .device import Compute, configure_backends, memory_format, nondeterminism_error, resolve_precision, select_device
 from .distributed import (
     World,
@@ -53,6 +53,7 @@ from .provenance import provenance
 from .run_length import run_length_warnings
 from .run_lock import RunLock, claim_out_dir
 from .run_state import Progress, RunParts, RunState
+from .samplers import balanced_class_weights
 from .seeding import seed_everything
 from .startup import describe as describe_startup
 from .tracking import preflight
