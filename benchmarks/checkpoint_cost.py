@@ -6,6 +6,8 @@ checkpoint (median of several), side by side in one run. Prints a table and
 writes it as JSON.
 
     .venv/bin/python benchmarks/checkpoint_cost.py [--models simple_cnn resnet18] [--out .bench/checkpoint_cost.json]
+
+``--quick`` only checks that the benchmark still runs; the test suite calls it so.
 """
 
 from __future__ import annotations
@@ -70,13 +72,17 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["simple_cnn", "resnet18"])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "checkpoint_cost.json")
+    parser.add_argument("--quick", action="store_true", help="simple_cnn on 40 images a class, 2 saves: checks it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.models, args.repeats = ["simple_cnn"], 2
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "bench"
         generate(project)
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module("bench_pkg.sample_data")
-        data = sample.write_sample_data(Path(tmp) / "data")
+        per_class = (40, 10) if args.quick else (200, 50)
+        data = sample.write_sample_data(Path(tmp) / "data", *per_class)
         rows = [measure("bench_pkg", data, Path(tmp) / "runs", model, args.repeats) for model in args.models]
     columns = list(rows[0])
     print("  ".join(f"{c:>20}" for c in columns))

@@ -46,3 +46,17 @@ def test_versus_quick(tmp_path: Path) -> None:
     assert isinstance(report, dict)
     assert len(report["ratios"]) == 1 and report["ratios"][0] > 0
     assert all(rate > 0 for rates in report["rates"].values() for rate in rates)
+
+
+def test_checkpoint_cost_quick(tmp_path: Path) -> None:
+    rows = run_benchmark("checkpoint_cost.py", tmp_path / "checkpoint.json")
+    assert isinstance(rows, list) and [row["model"] for row in rows] == ["simple_cnn"]
+    assert rows[0]["checkpoint_mb"] > 0 and rows[0]["epoch_s"] > 0
+
+
+def test_throughput_quick(tmp_path: Path) -> None:
+    """One model on the CPU: the three columns (compute bound, trainer, naive loop) of one size."""
+    rows = run_benchmark("throughput.py", tmp_path / "throughput.json", "--only", "simple_cnn", "--device", "cpu")
+    assert isinstance(rows, list) and [row["model"] for row in rows] == ["simple_cnn"]
+    for column in ("a_compute_bound", "b_generated_trainer", "c_naive_loop"):
+        assert rows[0][column] > 0, rows[0]
