@@ -110,7 +110,8 @@ def torchvision_backbone(name: str) -> tuple[nn.Module, int, str]:
     head_name = [n for n, m in network.named_modules() if isinstance(m, nn.Linear)][-1]
     head = network.get_submodule(head_name)
     parent_name, _, child = head_name.rpartition(".")
-    setattr(network.get_submodule(parent_name), child, nn.Identity())  # P10
+    # P10: nn.Identity in the head's place keeps the module tree (and state_dict keys) intact, minus the head.
+    setattr(network.get_submodule(parent_name), child, nn.Identity())
     return network, head.in_features, head_name
 
 

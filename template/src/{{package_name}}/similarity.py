@@ -37,7 +37,7 @@ def without_head(model: nn.Module) -> nn.Module:
 def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str) -> torch.Tensor:
     """Unit-length embeddings (P17: ``F.normalize``), one row per image, computed batch by batch."""
     chunks = []
-    with torch.inference_mode():  # P11
+    with torch.inference_mode():  # P11: no graph and no autograd bookkeeping for a pass that only reads
         for images in batches:
             with autocast(device, precision):
                 features = model(images.to(device, non_blocking=True))
