@@ -7,12 +7,15 @@ under its own package name and run through its real entry point, ``cli.main``,
 which is what ``python -m <package> train`` calls.
 
 SPEC is a JSON list of runs ``{"id", "project", "package", "args"}``; RESULTS
-gets ``{id: {"rc", "stdout", "stderr", "seconds"}}``.
+gets ``{id: {"rc", "stdout", "stderr", "seconds", "built_in_defaults"}}``, the
+last being ``dataclasses.asdict(Config())`` of the project's package (read here
+too, so no process per project is started for it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -23,9 +26,24 @@ import traceback
 from pathlib import Path
 
 
+def use_project(project: str, package: str) -> None:
+    """Import ``package`` from this project's ``src/`` from now on.
+
+    Rows share package names (every row but the explicit ones is ``x_pkg``), so a package already imported
+    from another row's folder is forgotten first: each row runs its own code and reads its own defaults.
+    """
+    src = str(Path(project) / "src")
+    if src in sys.path:
+        sys.path.remove(src)
+    sys.path.insert(0, src)
+    loaded = sys.modules.get(package)
+    if loaded is not None and not str(loaded.__file__).startswith(src + os.sep):
+        for name in [name for name in sys.modules if name == package or name.startswith(f"{package}.")]:
+            del sys.modules[name]
+
+
 def run(project: str, package: str, args: list[str]) -> dict[str, object]:
-    if str(Path(project) / "src") not in sys.path:
-        sys.path.insert(0, str(Path(project) / "src"))
+    use_project(project, package)
     os.chdir(project)
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
@@ -38,7 +56,14 @@ def run(project: str, package: str, args: list[str]) -> dict[str, object]:
             traceback.print_exc()
             rc = "crash"
     seconds = round(time.perf_counter() - start, 2)
-    return {"rc": rc, "stdout": out.getvalue()[-3000:], "stderr": err.getvalue()[-3000:], "seconds": seconds}
+    defaults = dataclasses.asdict(importlib.import_module(f"{package}.config").Config())
+    return {
+        "rc": rc,
+        "stdout": out.getvalue()[-3000:],
+        "stderr": err.getvalue()[-3000:],
+        "seconds": seconds,
+        "built_in_defaults": defaults,
+    }
 
 
 def main(spec_path: str, results_path: str) -> int:
