@@ -98,7 +98,7 @@ def folder_dataset(
 
     Grayscale, palette and RGBA images are converted to RGB by the loader.
     ``check_files=False`` skips the per-file checks (stray files, image
-    headers): under torchrun one process per node makes them (see build_datasets).
+    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
@@ -142,16 +142,19 @@ def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
 
 
 def build_datasets(
-    cfg: Config, progress: bool = False, check_files: bool = True
+    cfg: Config, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
-    is relabelled with the training indices. ``check_files``: the per-file
-    checks, which open every file; under torchrun only local rank 0 makes them,
-    once per node, while the others wait for it at ``distributed.started``
-    (``data.on_bad_file: skip`` reads every file on every rank: each needs the list).
+    is relabelled with the training indices. The per-file checks open every
+    file: under torchrun only local rank 0 makes them, once per node, while the
+    others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
+    reads every file on every rank: each needs the list).
     """
+    world = world or World()
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
+    check_files = world.local_rank == 0
     root = Path(cfg.data.root)
     check_data_root(root)
     train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress, check_files=check_files)
@@ -167,7 +170,7 @@ def build_datasets(
     warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
-    batches, device = batch_path(cfg.data), select_device(cfg.train.device, World().local_rank)
+    batches, device = batch_path(cfg.data), select_device(cfg.train.device, world.local_rank)
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
@@ -175,7 +178,7 @@ def build_datasets(
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
-        workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
+        workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
         train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
     elif memory:

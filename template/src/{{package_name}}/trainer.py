@@ -120,7 +120,7 @@ class Trainer:
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
-        train_set, val_set = build_datasets(cfg, self.progress_bars, check_files=self.world.local_rank == 0)
+        train_set, val_set = build_datasets(cfg, self.progress_bars, self.world)
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
