@@ -13,16 +13,18 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch import multiprocessing
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
 from .bad_files import (
+    Checked,
     check_headers,
     check_link_loops,
     check_strays,
-    checked,
     drop_unreadable,
     extension_list,
     listing,
@@ -106,7 +108,7 @@ def folder_dataset(
     check_class_folders(root, extensions, allow_empty)
     if check_files:
         check_strays(root, extensions, cfg.on_bad_file)
-    loader = checked(load_npy if npy else datasets.folder.default_loader)
+    loader = Checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
     if npy:
         dataset = datasets.DatasetFolder(
@@ -268,6 +270,25 @@ def stop_workers(loader: DataLoader) -> None:
         loader._iterator = None
 
 
+def worker_start(workers: int) -> Any:
+    """How loader workers start: forked, except in a process whose process group is initialized (DDP).
+
+    A fork copies the calling thread alone; a thread of the process group (gloo,
+    NCCL) that holds a lock at that instant leaves the worker waiting for it
+    forever (seen: a validation worker of a 2-rank gloo run, hung inside
+    os.fork). There, workers fork from a forkserver instead: a process started
+    by fork and exec, single-threaded, with this package preloaded so that each
+    worker starts warm. The dataset, its transforms (``extensions.py``'s too)
+    and the loader's functions then travel by pickle; tensors go through shared
+    memory. Seeds come from (seed, epoch, index) as before: resume stays exact.
+    """
+    if workers == 0 or not (dist.is_available() and dist.is_initialized()):
+        return None  # the default: fork, and memory caches shared copy-on-write
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # read when the forkserver starts, at the first worker
+    return context
+
+
 def loader_workers(setting: int | str, world: World) -> int:
     """``auto``: the CPU cores this process can spare beyond two for the model's own threads, at most 8.
 
@@ -317,6 +338,7 @@ def build_loader(
         persistent_workers=persistent and workers > 0,
         drop_last=train and len(sampler) > cfg.data.batch_size,
         worker_init_fn=ignore_stop_signals,
+        multiprocessing_context=worker_start(workers),
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),
