@@ -34,11 +34,9 @@ from .config import Config, DataConfig
 from .device import select_device
 from .distributed import World
 from .errors import UserError
-from .gpu_decode import EncodedImages, GpuDecoded
-from .pipeline import SquareCache, batch_path, keep_batch, on_batch_path, square_images, square_side
-from .placement import Placement, choose, measured_facts
-from .prefetch import Prefetched, prefetches
-from .resident import DeviceBatches
+from .gpu_decode import EncodedImages
+from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
+from .placement import choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 from .seeding import SeededSamples
 
@@ -260,7 +258,6 @@ def stop_workers(loader: DataLoader) -> None:
     iterator's own shutdown (a sentinel to each worker, then join), which the
     workers obey whatever signals they ignore.
     """
-    loader = getattr(loader, "loader", loader)  # the DataLoader inside Prefetched or GpuDecoded
     iterator = getattr(loader, "_iterator", None)
     if iterator is not None:
         # Only a multi-process iterator has workers to end; a single-process one holds nothing.
@@ -302,6 +299,17 @@ def loader_workers(setting: int | str, world: World) -> int:
     return max(0, min(8, cores // max(processes, 1) - 2))
 
 
+def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> Sampler:
+    """Training: the resumable (seed, epoch) order, balanced draws with ``data.sampler``; evaluation: file order.
+
+    Under torchrun each process gets its own shard (P14).
+    """
+    if not train:
+        return ShardSampler(len(dataset), world)  # type: ignore[arg-type]
+    weights = sample_weights(dataset) if cfg.data.sampler == "balanced" else None
+    return ResumableSampler(dataset, cfg.train.seed, world, weights)  # type: ignore[arg-type]
+
+
 def build_loader(
     dataset: Dataset,
     cfg: Config,
@@ -315,20 +323,13 @@ def build_loader(
     Under torchrun each process loads its own shard (P14); ``data.batch_size``
     is per process. ``persistent`` keeps the workers between passes (a
     training run's epochs); whoever asks for it calls ``stop_workers`` at the end.
+    How the training batches then reach the device is ``batches.TrainingBatches.build``'s choice.
     """
     world = world or World()
     workers = loader_workers(cfg.data.num_workers, world)
-    weights = sample_weights(dataset) if train and cfg.data.sampler == "balanced" else None
-    sampler: Sampler = (
-        ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
-    )
-    placement: Placement | None = getattr(dataset, "placement", None) if train else None
-    if placement is not None and world.is_main:
-        print(placement.line, flush=True)  # the one line that says where the training images live
-    if placement is not None and placement.where == "device" and isinstance(dataset, SquareCache):
-        return DeviceBatches(dataset, device, cfg.data.batch_size, sampler)  # type: ignore[return-value]
+    sampler = build_sampler(dataset, cfg, world, train)
     squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
-    loader = DataLoader(
+    return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,
         collate_fn=keep_batch if squares else None,
@@ -336,14 +337,10 @@ def build_loader(
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=persistent and workers > 0,
-        drop_last=train and len(sampler) > cfg.data.batch_size,
+        drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
         worker_init_fn=ignore_stop_signals,
         multiprocessing_context=worker_start(workers),
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
-    if placement is not None and placement.where == "gpu-decode" and isinstance(dataset, EncodedImages):
-        return GpuDecoded(loader, device, dataset.side)  # type: ignore[return-value]
-    # On CUDA, training batches come over on a side stream while the previous one computes (prefetch.py).
-    return Prefetched(loader, device) if train and prefetches(device) else loader  # type: ignore[return-value]
