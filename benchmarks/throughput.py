@@ -194,16 +194,22 @@ def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
     pipeline = importlib.import_module(f"{package}.pipeline")
     batch_augment = importlib.import_module(f"{package}.augment").BatchAugment
     augment = batch_augment(cfg.data, cfg.train.seed, 0, torch.channels_last)
-    loader = data.build_loader(data.build_datasets(cfg)[0], cfg, device, train=True)
-    batched = pipeline.batch_path(cfg.data)
-    loader.sampler.set_epoch(2)
+    # The trainer's batch stream (device-resident, prefetched or GPU-decoded, as data.cache chose); its own steps
+    # after the loader are timed here instead.
+    compute = importlib.import_module(f"{package}.device").Compute(device, "fp32", torch.channels_last)
+    world = importlib.import_module(f"{package}.distributed").World()
+    batches = importlib.import_module(f"{package}.batches").TrainingBatches.build(
+        data.build_datasets(cfg)[0], cfg, world, compute
+    )
+    loader, batched = batches.stream, pipeline.batch_path(cfg.data)
+    batches.set_epoch(2)
     start = time.perf_counter()
     for index, (images, _) in enumerate(loader):
         images = images.to(device, non_blocking=True)
         if batched:
             augment(images, 2, index)
     synchronize(device)
-    data.stop_workers(loader)
+    batches.close()
     return time.perf_counter() - start
 
 

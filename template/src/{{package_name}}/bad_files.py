@@ -36,21 +36,26 @@ class BadFileError(UserError):
     """A file in the data folder that cannot be read as a sample."""
 
 
-def checked(loader: Callable[[str], Any]) -> Callable[[str], Any]:
-    """Wrap a DatasetFolder loader so that a bad file names itself and the way out."""
+class Checked:
+    """Wrap a DatasetFolder loader so that a bad file names itself and the way out.
 
-    def load(path: str) -> Any:
+    A class, not a closure: the dataset that holds it must pickle, since loader
+    workers of a DDP process start from a forkserver (``data.worker_start``).
+    """
+
+    def __init__(self, loader: Callable[[str], Any]) -> None:
+        self.loader = loader
+        self.__name__ = f"checked_{getattr(loader, '__name__', 'loader')}"
+
+    def __call__(self, path: str) -> Any:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", Image.DecompressionBombWarning)
-                return loader(path)
+                return self.loader(path)
         except READ_ERRORS as exc:
             raise BadFileError(
                 f"{path} cannot be read ({reason(exc, path)}): replace or remove it, or set data.on_bad_file=skip"
             ) from None
-
-    load.__name__ = f"checked_{getattr(loader, '__name__', 'loader')}"
-    return load
 
 
 def reason(exc: BaseException, path: str) -> str:

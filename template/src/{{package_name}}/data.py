@@ -13,16 +13,18 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch import multiprocessing
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
 from . import extensions
 from .bad_files import (
+    Checked,
     check_headers,
     check_link_loops,
     check_strays,
-    checked,
     drop_unreadable,
     extension_list,
     listing,
@@ -32,11 +34,9 @@ from .config import Config, DataConfig
 from .device import select_device
 from .distributed import World
 from .errors import UserError
-from .gpu_decode import EncodedImages, GpuDecoded
-from .pipeline import SquareCache, batch_path, keep_batch, on_batch_path, square_images, square_side
-from .placement import Placement, choose, measured_facts
-from .prefetch import Prefetched, prefetches
-from .resident import DeviceBatches
+from .gpu_decode import EncodedImages
+from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
+from .placement import choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 from .seeding import SeededSamples
 
@@ -98,7 +98,7 @@ def folder_dataset(
 
     Grayscale, palette and RGBA images are converted to RGB by the loader.
     ``check_files=False`` skips the per-file checks (stray files, image
-    headers): under torchrun one process per node makes them (see build_datasets).
+    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
@@ -106,7 +106,7 @@ def folder_dataset(
     check_class_folders(root, extensions, allow_empty)
     if check_files:
         check_strays(root, extensions, cfg.on_bad_file)
-    loader = checked(load_npy if npy else datasets.folder.default_loader)
+    loader = Checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
     if npy:
         dataset = datasets.DatasetFolder(
@@ -142,16 +142,19 @@ def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
 
 
 def build_datasets(
-    cfg: Config, progress: bool = False, check_files: bool = True
+    cfg: Config, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
-    is relabelled with the training indices. ``check_files``: the per-file
-    checks, which open every file; under torchrun only local rank 0 makes them,
-    once per node, while the others wait for it at ``distributed.started``
-    (``data.on_bad_file: skip`` reads every file on every rank: each needs the list).
+    is relabelled with the training indices. The per-file checks open every
+    file: under torchrun only local rank 0 makes them, once per node, while the
+    others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
+    reads every file on every rank: each needs the list).
     """
+    world = world or World()
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
+    check_files = world.local_rank == 0
     root = Path(cfg.data.root)
     check_data_root(root)
     train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress, check_files=check_files)
@@ -167,7 +170,7 @@ def build_datasets(
     warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
-    batches, device = batch_path(cfg.data), select_device(cfg.train.device, World().local_rank)
+    batches, device = batch_path(cfg.data), select_device(cfg.train.device, world.local_rank)
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
@@ -175,7 +178,7 @@ def build_datasets(
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
-        workers = loader_workers(cfg.data.num_workers, World())  # the cache fills as the loader would load
+        workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
         train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
     elif memory:
@@ -255,7 +258,6 @@ def stop_workers(loader: DataLoader) -> None:
     iterator's own shutdown (a sentinel to each worker, then join), which the
     workers obey whatever signals they ignore.
     """
-    loader = getattr(loader, "loader", loader)  # the DataLoader inside Prefetched or GpuDecoded
     iterator = getattr(loader, "_iterator", None)
     if iterator is not None:
         # Only a multi-process iterator has workers to end; a single-process one holds nothing.
@@ -263,6 +265,25 @@ def stop_workers(loader: DataLoader) -> None:
         if shutdown is not None:
             shutdown()
         loader._iterator = None
+
+
+def worker_start(workers: int) -> Any:
+    """How loader workers start: forked, except in a process whose process group is initialized (DDP).
+
+    A fork copies the calling thread alone; a thread of the process group (gloo,
+    NCCL) that holds a lock at that instant leaves the worker waiting for it
+    forever (seen: a validation worker of a 2-rank gloo run, hung inside
+    os.fork). There, workers fork from a forkserver instead: a process started
+    by fork and exec, single-threaded, with this package preloaded so that each
+    worker starts warm. The dataset, its transforms (``extensions.py``'s too)
+    and the loader's functions then travel by pickle; tensors go through shared
+    memory. Seeds come from (seed, epoch, index) as before: resume stays exact.
+    """
+    if workers == 0 or not (dist.is_available() and dist.is_initialized()):
+        return None  # the default: fork, and memory caches shared copy-on-write
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # read when the forkserver starts, at the first worker
+    return context
 
 
 def loader_workers(setting: int | str, world: World) -> int:
@@ -278,6 +299,17 @@ def loader_workers(setting: int | str, world: World) -> int:
     return max(0, min(8, cores // max(processes, 1) - 2))
 
 
+def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> Sampler:
+    """Training: the resumable (seed, epoch) order, balanced draws with ``data.sampler``; evaluation: file order.
+
+    Under torchrun each process gets its own shard (P14).
+    """
+    if not train:
+        return ShardSampler(len(dataset), world)  # type: ignore[arg-type]
+    weights = sample_weights(dataset) if cfg.data.sampler == "balanced" else None
+    return ResumableSampler(dataset, cfg.train.seed, world, weights)  # type: ignore[arg-type]
+
+
 def build_loader(
     dataset: Dataset,
     cfg: Config,
@@ -291,20 +323,13 @@ def build_loader(
     Under torchrun each process loads its own shard (P14); ``data.batch_size``
     is per process. ``persistent`` keeps the workers between passes (a
     training run's epochs); whoever asks for it calls ``stop_workers`` at the end.
+    How the training batches then reach the device is ``batches.TrainingBatches.build``'s choice.
     """
     world = world or World()
     workers = loader_workers(cfg.data.num_workers, world)
-    weights = sample_weights(dataset) if train and cfg.data.sampler == "balanced" else None
-    sampler: Sampler = (
-        ResumableSampler(dataset, cfg.train.seed, world, weights) if train else ShardSampler(len(dataset), world)  # type: ignore[arg-type]
-    )
-    placement: Placement | None = getattr(dataset, "placement", None) if train else None
-    if placement is not None and world.is_main:
-        print(placement.line, flush=True)  # the one line that says where the training images live
-    if placement is not None and placement.where == "device" and isinstance(dataset, SquareCache):
-        return DeviceBatches(dataset, device, cfg.data.batch_size, sampler)  # type: ignore[return-value]
+    sampler = build_sampler(dataset, cfg, world, train)
     squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
-    loader = DataLoader(
+    return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,
         collate_fn=keep_batch if squares else None,
@@ -312,13 +337,10 @@ def build_loader(
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=persistent and workers > 0,
-        drop_last=train and len(sampler) > cfg.data.batch_size,
+        drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
         worker_init_fn=ignore_stop_signals,
+        multiprocessing_context=worker_start(workers),
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
-    if placement is not None and placement.where == "gpu-decode" and isinstance(dataset, EncodedImages):
-        return GpuDecoded(loader, device, dataset.side)  # type: ignore[return-value]
-    # On CUDA, training batches come over on a side stream while the previous one computes (prefetch.py).
-    return Prefetched(loader, device) if train and prefetches(device) else loader  # type: ignore[return-value]

@@ -25,5 +25,8 @@ def custom_backbone(name: str) -> tuple[nn.Module, int] | None:
 
 
 def extra_train_transforms() -> list[v2.Transform]:
-    """Augmentations to run after the template's training transforms, e.g. ``[v2.RandomRotation(10)]``."""
+    """Augmentations to run after the template's training transforms, e.g. ``[v2.RandomRotation(10)]``.
+
+    They must pickle (no lambdas): under torchrun, loader workers receive the dataset by pickle.
+    """
     return []

@@ -52,9 +52,7 @@ class GpuDecoded:
     """A DataLoader of ``EncodedImages`` whose batches come out decoded, as uint8 squares on ``device``."""
 
     def __init__(self, loader: DataLoader, device: torch.device, side: int) -> None:
-        self.loader, self.device, self.side = loader, device, side
-        self.sampler, self.dataset = loader.sampler, loader.dataset
-        self.batch_size = loader.batch_size  # TrainingBatches.set_epoch counts a resumed start in batches
+        self.loader, self.device, self.side = loader, device, side  # the sampler stays the loader's
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -26,12 +26,10 @@ def prefetches(device: torch.device) -> bool:
 
 
 class Prefetched:
-    """A DataLoader whose batches arrive on ``device``; ``sampler``, ``dataset`` and ``len`` are the loader's."""
+    """A DataLoader's batches, arriving on ``device``; its sampler stays the loader's (``TrainingBatches`` sets it)."""
 
     def __init__(self, loader: DataLoader, device: torch.device) -> None:
         self.loader, self.device = loader, device
-        self.sampler, self.dataset = loader.sampler, loader.dataset
-        self.batch_size = loader.batch_size  # TrainingBatches.set_epoch counts a resumed start in batches
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -1,4 +1,4 @@
-"""Settings that cannot work for a run this short: one warning line each, printed when training starts."""
+"""Settings that cannot work for a run this short: one warning line each, printed when a fresh run starts."""
 
 from __future__ import annotations
 

@@ -24,18 +24,42 @@ from .errors import UserError
 HELD = {errno.EWOULDBLOCK, errno.EAGAIN}
 
 
+def written_by(handle: IO[str]) -> str:
+    """The line the lock's holder wrote (pid, host, Slurm job, start): whom to wait for."""
+    handle.seek(0)
+    return handle.read().strip() or "another process"
+
+
 class RunLock:
     def __init__(self, out_dir: Path) -> None:
         self.path = out_dir / ".lock"
         self.handle: IO[str] | None = None
+
+    def holder(self) -> str | None:
+        """Who holds the lock now, or None when no run does; probes without taking or changing it.
+
+        A lock left by a run that ended is free: the kernel released it with the
+        process. Slurm's preflight asks this before the job starts torchrun.
+        """
+        try:
+            handle = self.path.open()
+        except OSError:
+            return None  # no lock file: no run ever started there (or it cannot be read: acquire says so)
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks another probe
+            except OSError as exc:
+                # A file system without locks is acquire's to report, in its own words.
+                return written_by(handle) if exc.errno in HELD else None
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
 
     def acquire(self) -> None:
         handle = self.path.open("a+")  # "a+": never truncates what the holder wrote
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            holder = written_by(handle)
             handle.close()
             if exc.errno in HELD:
                 raise UserError(

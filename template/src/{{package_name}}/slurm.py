@@ -14,7 +14,6 @@ itself, keyed by the Slurm job id (``torchrun --rdzv-id=$SLURM_JOB_ID``, see
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .errors import UserError
+from .run_lock import RunLock
 
 SUBMIT = "sbatch slurm/train.sbatch [--config FILE] [--set KEY=VALUE ...]"
 
@@ -81,25 +81,6 @@ def processes_per_node(environ: Mapping[str, str], visible_gpus: int, device: st
     return wanted
 
 
-def out_dir_holder(out_dir: Path) -> str | None:
-    """Who holds ``out_dir/.lock`` (run_lock.py) now, or None when no run does; reads, never writes, the lock.
-
-    A lock left by a run that ended is free: the kernel released it with the process.
-    """
-    lock = out_dir / ".lock"
-    try:
-        handle = lock.open()
-    except OSError:
-        return None  # no lock file: no run ever started there (or it cannot be read: train says so)
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks another probe
-        except BlockingIOError:
-            return handle.read().strip() or "another process"
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
-
-
 def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     """The checks before torchrun starts; returns the processes per node."""
     from .cli import DEFAULT_CONFIG, parse
@@ -108,7 +89,7 @@ def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     job = job_id(environ)
     args = parse(["train", *argv])
     cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
-    holder = out_dir_holder(Path(cfg.train.out_dir))
+    holder = RunLock(Path(cfg.train.out_dir)).holder()
     if holder is not None:
         raise UserError(
             f"train.out_dir {cfg.train.out_dir} is in use by another run ({holder}), so job {job} would stop at "

@@ -77,6 +77,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
         trainer = Trainer(cfg, world)
         progress = trainer.state.restore(resume)
+        trainer.warn_run_length(progress)
         trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
         with GracefulStop() as stop:
             row = trainer.fit(progress, stop, epoch_end)
@@ -119,7 +120,7 @@ class Trainer:
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
-        train_set, val_set = build_datasets(cfg, self.progress_bars, check_files=self.world.local_rank == 0)
+        train_set, val_set = build_datasets(cfg, self.progress_bars, self.world)
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
@@ -132,9 +133,6 @@ class Trainer:
         self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
-        # Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one line.
-        for warning in run_length_warnings(cfg, self.steps_per_epoch):
-            self.say(f"warning: {warning}")
         self.assemble(train_set)
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
         parts = RunParts(
@@ -284,6 +282,15 @@ class Trainer:
 
     def last_lr(self) -> float:
         return self.parts.scheduler.get_last_lr()[-1]  # the head's group: the lr that optim.lr sets
+
+    def warn_run_length(self, progress: Progress) -> None:
+        """Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one
+        line each, when the run starts; a resumed run said them already, so they are not repeated on each resume."""
+        # Asked after restore: only the checkpoint tells a fresh run from a resumed one.
+        if progress.step or progress.epoch or progress.totals is not None:
+            return
+        for warning in run_length_warnings(self.cfg, self.steps_per_epoch):
+            self.say(f"warning: {warning}")
 
     def say(self, message: str) -> None:
         if self.world.is_main:
