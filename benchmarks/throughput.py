@@ -372,6 +372,10 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="auto (cuda where available) | cpu | cuda")
     parser.add_argument("--only", nargs="*", default=[], help="models to measure (default: all), e.g. simple_cnn")
     args = parser.parse_args()
+    if args.quick:
+        # One window per column: --quick checks that the script runs; its figures mean nothing.
+        global ROUNDS
+        ROUNDS = 1
     name = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     device = torch.device(name)
     if device.type == "cuda":
