@@ -1,16 +1,22 @@
 """Validation and test accuracy of the default config against ``configs/recipes/strong.yaml``, same epochs.
 
-Two offline data sets: the generated project's sample shapes, and scikit-learn's
+Offline data sets: the generated project's sample shapes; scikit-learn's
 handwritten digits (1,797 real 8x8 scans shipped inside the package, written
-here as 32x32 PNGs in train/val/test folders). Needs ``pip install
-scikit-learn`` beside the dev environment; nothing is downloaded.
+here as 32x32 PNGs in train/val/test folders, trained with ``data.flip=false``
+as the docs say for digits); and ``patches``, four textures (brick, grass,
+gravel, moon) cut from photographs bundled in scikit-image's wheel as
+grayscale JPEGs of mixed sizes, 60/20/20 a class, like a user's first few
+hundred photos. Needs ``pip install scikit-learn scikit-image`` beside the
+dev environment; nothing is downloaded.
 
-    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits] [--recipe strong]
-        [--out .bench/recipe_accuracy.json]
+    .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits patches] [--recipe strong]
+        [--set optim.lr=0.05 ...] [--out benchmarks/results/recipe_accuracy.json]
 
-``--quick`` (one epoch on 40 shapes a class, digits only where scikit-learn
-is installed) only checks that the benchmark still runs; the test suite
-calls it so.
+``benchmarks/results/recipe_accuracy.json`` holds the rows the generated
+README's "Training recipe" table shows (tests/test_docs.py checks they
+agree). ``--quick`` (one epoch, 40 shapes a class, digits and patches where
+their package is installed) only checks that the benchmark still runs; the
+test suite calls it so.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import argparse
 import importlib
 import importlib.util
 import json
+import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +39,7 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "bench_recipe"
+PATCH_CLASSES = ("brick", "grass", "gravel", "moon")
 
 
 def write_digits(root: Path) -> Path:
@@ -49,12 +58,48 @@ def write_digits(root: Path) -> Path:
     return root
 
 
-def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, image_size: int) -> dict[str, Any]:
+def write_patches(root: Path, seed: int = 0) -> Path:
+    """Four textures cut from scikit-image's bundled photographs as grayscale JPEGs of mixed sizes.
+
+    Each photograph is split in horizontal bands (top 60% train, next 20% val,
+    last 20% test) so that no two splits share a pixel; from its band each
+    split gets 60 / 20 / 20 patches, each 40 to 96 pixels wide and high,
+    at a place and size drawn from ``seed``.
+    """
+    import skimage.data
+
+    rng = np.random.default_rng(seed)
+    bands = {"train": (0.0, 0.6, 60), "val": (0.6, 0.8, 20), "test": (0.8, 1.0, 20)}
+    for name in PATCH_CLASSES:
+        photo = getattr(skimage.data, name)()  # 512 x 512 uint8, shipped in the wheel: no download
+        for split, (top, bottom, count) in bands.items():
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            rows = (int(top * photo.shape[0]), int(bottom * photo.shape[0]))
+            for index in range(count):
+                height = int(rng.integers(40, min(97, rows[1] - rows[0] + 1)))
+                width = int(rng.integers(40, 97))
+                y = int(rng.integers(rows[0], rows[1] - height + 1))
+                x = int(rng.integers(0, photo.shape[1] - width + 1))
+                Image.fromarray(photo[y : y + height, x : x + width]).save(folder / f"{index}.jpg", quality=90)
+    return root
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu prints it: figures are comparable only on the same one."""
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, settings: list[str]) -> dict[str, Any]:
     config = importlib.import_module(f"{PACKAGE}.config")
     trainer = importlib.import_module(f"{PACKAGE}.trainer")
     files = [project / "configs" / "default.yaml"] + ([project / "configs" / "recipes" / recipe] if recipe else [])
-    settings = [f"data.root={root}", f"train.epochs={epochs}", f"train.out_dir={out}", "train.progress=false"]
-    cfg = config.load_config(files, [*settings, f"data.image_size={image_size}"])
+    common = [f"data.root={root}", f"train.epochs={epochs}", f"train.out_dir={out}", "train.progress=false"]
+    cfg = config.load_config(files, [*common, *settings])
     start = time.perf_counter()
     trainer.train(cfg)
     seconds = time.perf_counter() - start
@@ -67,6 +112,7 @@ def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, i
         "test_acc": json.loads(test.read_text())["test_acc"] if test.is_file() else None,
         "seconds_per_epoch": round(sum(row["epoch_seconds"] for row in rows) / len(rows), 2),
         "wall_seconds": round(seconds, 1),
+        "cpu": cpu_model(),
     }
 
 
@@ -75,7 +121,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
     parser.add_argument("--quick", action="store_true", help="one epoch on little data: checks that it runs")
-    parser.add_argument("--data", nargs="+", choices=("shapes", "digits"), default=["shapes", "digits"])
+    parser.add_argument("--data", nargs="+", choices=("shapes", "digits", "patches"))
+    parser.add_argument(
+        "--set", nargs="*", default=[], help="extra KEY=VALUE settings for every run, e.g. optim.lr=0.05"
+    )
     parser.add_argument("--recipe", nargs="+", choices=("default", "strong"), default=["default", "strong"])
     args = parser.parse_args()
     epochs = 1 if args.quick else args.epochs
@@ -94,15 +143,26 @@ def main() -> None:
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module(f"{PACKAGE}.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
-        makers = {"shapes": (lambda: sample.write_sample_data(Path(tmp) / "shapes", *per_class), 64)}
-        makers["digits"] = (lambda: write_digits(Path(tmp) / "digits"), 32)
-        if args.quick and importlib.util.find_spec("sklearn") is None:
-            args.data = [name for name in args.data if name != "digits"]  # digits need scikit-learn
-        datasets = {name: (makers[name][0](), makers[name][1]) for name in args.data}
-        for name, (root, size) in datasets.items():
-            for recipe in [None if name == "default" else f"{name}.yaml" for name in args.recipe]:
+        # data set -> (writer, settings both recipes get); digits must not be mirrored, as the docs tell users
+        makers: dict[str, tuple[Callable[[], Path], list[str]]] = {
+            "shapes": (lambda: sample.write_sample_data(Path(tmp) / "shapes", *per_class), ["data.image_size=64"]),
+            "digits": (lambda: write_digits(Path(tmp) / "digits"), ["data.image_size=32", "data.flip=false"]),
+            "patches": (lambda: write_patches(Path(tmp) / "patches"), ["data.image_size=64"]),
+        }
+        if args.data is None and args.quick:
+            # digits and patches need scikit-learn and scikit-image: quick runs those that are installed
+            needs = {"digits": "sklearn", "patches": "skimage"}
+            args.data = [name for name in makers if importlib.util.find_spec(needs.get(name, "numpy"))]
+        for name in args.data or ["digits", "patches"]:
+            write, settings = makers[name]
+            root = write()
+            for recipe in [None if r == "default" else f"{r}.yaml" for r in args.recipe]:
                 out = Path(tmp) / f"run-{name}-{recipe or 'default'}"
-                result = {"data": name, **run(project, root, recipe, epochs, out, size)}
+                result = {
+                    "data": name,
+                    "epochs": epochs,
+                    **run(project, root, recipe, epochs, out, settings + args.set),
+                }
                 print(json.dumps(result), flush=True)
                 results.append(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)

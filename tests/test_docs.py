@@ -8,8 +8,10 @@ defined, fails here rather than sending a reader to nothing.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,3 +161,46 @@ def test_the_generated_readme_states_no_test_count_or_suite_duration_that_would_
     assert "--collect-only" in tests and "--durations" in tests  # how to get the figures from the code instead
     assert not re.search(r"\b\d+ tests\b", readme), "state no test count: it drifts; --collect-only counts them"
     assert not re.search(r"\b(about|in) (\d+|one|two|three|four|five|six|seven|eight|nine|ten) min", tests)
+
+
+def percent(value: float | None) -> str:
+    return f"{100 * value:.1f}%" if value is not None else "-"
+
+
+def lr_and_batch(row: dict[str, Any]) -> tuple[str, str]:
+    """The run's optim.lr and data.batch_size: the defaults (0.1, 32) unless its --set changed them."""
+    settings = dict(setting.split("=", 1) for setting in row["settings"])
+    return settings.get("optim.lr", "0.1"), settings.get("data.batch_size", "32")
+
+
+def recipe_table_row(row: dict[str, Any]) -> str:
+    """One row of the generated README's recipe table, formatted from the benchmark's JSON."""
+    return (
+        f"| {row['data']} | {row['recipe'].removesuffix('.yaml')} | {row['epochs']} | {lr_and_batch(row)[0]} "
+        f"| {percent(row['best_val_acc'])} "
+        f"| {percent(row['final_val_acc'])} | {percent(row['test_acc'])} | {row['seconds_per_epoch']:.1f} |"
+    )
+
+
+def sweep_table_row(row: dict[str, Any]) -> str:
+    """One row of its lr x batch size table: the default recipe at 15 epochs, settings as the benchmark's --set."""
+    lr, batch = lr_and_batch(row)
+    return (
+        f"| {row['data']} | {lr} | {batch} | {percent(row['best_val_acc'])} | {percent(row['final_val_acc'])} "
+        f"| {percent(row['test_acc'])} |"
+    )
+
+
+def test_the_recipe_tables_are_the_benchmarks_measured_file() -> None:
+    """Figures typed by hand drift from what was measured: both tables are benchmarks/results' rows, CPU included."""
+    rows = json.loads((REPO / "benchmarks" / "results" / "recipe_accuracy.json").read_text())
+    readme = (REPO / "template" / "README.md.jinja").read_text()
+    section = readme.split("\n## Training recipe\n", 1)[1].split("\n## ", 1)[0]
+    recipe_rows = [line for line in section.splitlines() if re.match(r"\| \w+ \| (default|strong) \|", line)]
+    # each table in a fixed order: data set, then the lr and batch from the largest, then epochs and recipe
+    order = sorted(rows, key=lambda row: (row["data"], *(-float(v) for v in lr_and_batch(row)[::-1]), row["epochs"]))
+    assert recipe_rows == [recipe_table_row(row) for row in order if "recipe" in row["tables"]]
+    sweep_rows = [line for line in section.splitlines() if re.match(r"\| \w+ \| 0\.\d+ \| \d+ \|", line)]
+    assert sweep_rows == [sweep_table_row(row) for row in order if "sweep" in row["tables"]]
+    assert len({row["cpu"] for row in rows}) == 1, "one CPU, or the s/epoch don't compare"
+    assert rows[0]["cpu"] in section
