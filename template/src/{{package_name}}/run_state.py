@@ -74,6 +74,11 @@ class Progress:
     bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
 
+    @property
+    def resumed(self) -> bool:
+        """Restored from a checkpoint: any completed epoch or step, or an unfinished epoch's sums."""
+        return bool(self.epoch or self.step or self.totals is not None)
+
     def state_dict(self) -> dict[str, Any]:
         """The counters (``epoch_totals`` is gathered from every process by ``RunState``)."""
         return {

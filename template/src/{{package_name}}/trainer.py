@@ -287,7 +287,7 @@ class Trainer:
         """Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one
         line each, when the run starts; a resumed run said them already, so they are not repeated on each resume."""
         # Asked after restore: only the checkpoint tells a fresh run from a resumed one.
-        if progress.step or progress.epoch or progress.totals is not None:
+        if progress.resumed:
             return
         for warning in run_length_warnings(self.cfg, self.steps_per_epoch):
             self.say(f"warning: {warning}")
