@@ -7,8 +7,8 @@ and names no backend. A new logger is one class here and one line in
 
 The calls, in the order a run makes them: ``start`` once after the
 checkpoint is restored (or a fresh run begins), ``begin`` when there is
-training to do, ``images`` with the first step's batch, ``epoch`` after each
-epoch's checkpoint, ``close`` on every way out (``FINISHED``, ``KILLED``
+training to do, ``images`` with the first step's batch, ``record`` before
+each epoch's checkpoint and ``epoch`` after it, ``close`` on every way out (``FINISHED``, ``KILLED``
 when stopped to be resumed, ``FAILED``).
 """
 
@@ -41,8 +41,15 @@ class Output:
     def begin(self, epoch: int) -> None:
         """Training begins after ``epoch`` completed epochs: rows of later epochs will be written again."""
 
+    def record(self, row: dict[str, Any]) -> None:
+        """An epoch's metrics row, before its checkpoint is written: for records a resume truncates (``begin``).
+
+        A crash between the two then leaves a row past the checkpoint, which the resumed run drops and writes
+        again; the other order would leave a checkpoint whose row is never written."""
+
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
-        """An epoch's metrics row, after its checkpoint is written; the lr of each parameter group."""
+        """An epoch's metrics row, after its checkpoint is written (logged once: never for an epoch trained
+        again); the lr of each parameter group."""
 
     def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         """A batch as the model sees it (mixed, when mixing), with its labels (soft, when mixing)."""
@@ -62,9 +69,9 @@ class MetricsOutput(Output):
             self.log.mark_resume(resumed_at)
 
     def begin(self, epoch: int) -> None:
-        self.log.truncate_after(epoch)  # rows of epochs this run will train again
+        self.log.truncate_after(epoch)  # rows of epochs this run will train again (and one a crash left ahead)
 
-    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+    def record(self, row: dict[str, Any]) -> None:
         self.log.append(row)
 
 
@@ -173,6 +180,10 @@ class Outputs:
     def begin(self, epoch: int) -> None:
         for output in self.outputs:
             output.begin(epoch)
+
+    def record(self, row: dict[str, Any]) -> None:
+        for output in self.outputs:
+            output.record(row)
 
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
         for output in self.outputs:

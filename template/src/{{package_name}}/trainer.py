@@ -231,6 +231,9 @@ class Trainer:
         reason = self.early_stop_reason(progress)
         if reason:
             row["stop_reason"] = reason
+        # The row goes to metrics.jsonl before the checkpoint: a kill between the two leaves a row that the resume
+        # drops and trains again, never a checkpoint whose row no run will write.
+        self.outputs.record(row)
         self.state.save(progress, is_best=is_best)
         self.outputs.epoch(row, {group["name"]: group["lr"] for group in self.parts.optimizer.param_groups})
         self.say(
