@@ -68,11 +68,13 @@ def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def generate(template: Path, dest: Path, vcs_ref: str = "v1", **answers: object) -> Path:
-    """copier's Python API, non-interactive, as a user's script would call it."""
+    """copier's Python API, non-interactive, as a user's script would call it; the default names unless
+    ``project_name`` is answered."""
     run_copy(
         str(template),
         dest,
-        data={**DEFAULT_ANSWERS, **answers},
+        # A given project_name derives the slug and package name, as for a user (the defaults name "X"'s).
+        data={**({} if "project_name" in answers else DEFAULT_ANSWERS), **answers},
         defaults=True,
         unsafe=True,
         quiet=True,

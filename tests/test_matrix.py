@@ -253,6 +253,16 @@ def python_files(project: Path) -> dict[str, str]:
     return {str(p.relative_to(project)): p.read_text() for d in ("src", "tests") for p in (project / d).rglob("*.py")}
 
 
+def test_derived_rows_get_the_names_copier_derives(matrix: dict[str, dict]) -> None:
+    """Unanswered, the slug and package name follow the project name, odd characters dropped."""
+    expected = {"derived": "matrix_{}", "unicode": "n_code_leaf_s_disease_{}", "explicit": None}
+    for index, info in enumerate(matrix.values()):
+        derived = expected[str(info["row"]["naming"])]
+        if derived is not None:
+            assert info["package"] == derived.format(index)
+            assert info["project"].joinpath("src", info["package"], "__init__.py").is_file()
+
+
 def test_rows_differ_only_where_answers_go(matrix: dict[str, dict], project: Path) -> None:
     """Code and tests are the default project's (package name aside), so its full suite speaks for every row."""
     reference = python_files(project)

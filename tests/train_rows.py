@@ -29,8 +29,9 @@ from pathlib import Path
 def use_project(project: str, package: str) -> None:
     """Import ``package`` from this project's ``src/`` from now on.
 
-    Rows share package names (every row but the explicit ones is ``x_pkg``), so a package already imported
-    from another row's folder is forgotten first: each row runs its own code and reads its own defaults.
+    Each row's package name is its own today, but a spec may hold two projects with one name (any two
+    generated with the default answers): a package already imported from another project's folder is
+    forgotten first, so each run uses its own code and reads its own defaults.
     """
     src = str(Path(project) / "src")
     if src in sys.path:
