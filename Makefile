@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := demo-project
 # Three pytest-xdist workers on two cores (one mostly waits for the project suite, which runs its own two);
 # whole files per worker, so a module's fixtures (the matrix's 17 projects) are made once. With one thread a
-# process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers.
+# process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers (7 min 21 s since).
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: demo test lint bench env clean gpu-test gpu-project gpu-bench slurm-test
