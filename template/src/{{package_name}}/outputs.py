@@ -136,8 +136,8 @@ class MlflowOutput(Output):
     checkpoint from then on (``run_id``, asked by ``RunState.save``).
     """
 
-    def __init__(self, config: dict[str, Any], name: str, out_dir: Path) -> None:
-        self.config, self.name, self.out_dir = config, name, out_dir
+    def __init__(self, config: dict[str, Any], name: str, out_dir: Path, log: MetricsLog) -> None:
+        self.config, self.name, self.out_dir, self.log = config, name, out_dir, log
         self.run: MlflowRun | None = None
 
     @property  # type: ignore[override]
@@ -148,6 +148,12 @@ class MlflowOutput(Output):
         self.run = MlflowRun.start(self.config, run_id, name=self.name)
         # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
         print(self.run.where(continued=run_id == self.run.run_id), flush=True)
+        if resumed_at is not None:
+            # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
+            # checkpointed epochs the run lacks are logged now (those it has are skipped, a row ahead waits).
+            for row in self.log.rows():
+                if row["epoch"] <= resumed_at:
+                    self.run.epoch(row)
 
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
         if self.run is not None:
@@ -221,5 +227,5 @@ def build_outputs(cfg: Config, is_main: bool, classes: Sequence[str]) -> Outputs
     if cfg.train.tensorboard:
         outputs.append(TensorBoardOutput(out_dir, cfg.to_dict()))
     if enabled(cfg.train.mlflow):
-        outputs.append(MlflowOutput(cfg.to_dict(), cfg.train.out_dir, out_dir))
+        outputs.append(MlflowOutput(cfg.to_dict(), cfg.train.out_dir, out_dir, log))
     return Outputs(outputs, pictures_wanted=not (out_dir / "train_batch.png").exists())
