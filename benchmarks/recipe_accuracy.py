@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import json
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,10 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from copier import run_copy
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
+# The template commit the project is generated from (its HEAD): a row can be measured again from it.
+TEMPLATE_COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
 PACKAGE = "bench_recipe"
 PATCH_CLASSES = ("brick", "grass", "gravel", "moon")
 
@@ -120,6 +124,8 @@ def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, s
         "seconds_per_epoch": round(sum(row["epoch_seconds"] for row in rows) / len(rows), 2),
         "wall_seconds": round(seconds, 1),
         "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "commit": TEMPLATE_COMMIT,
     }
 
 
@@ -135,7 +141,7 @@ def main() -> None:
     parser.add_argument("--recipe", nargs="+", choices=("default", "strong"), default=["default", "strong"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one run per train.seed")
     parser.add_argument(
-        "--tables", nargs="*", choices=("recipe", "sweep"), default=["recipe"],
+        "--tables", nargs="*", choices=("recipe", "sweep", "ablation"), default=["recipe"],
         help="the generated README's tables these rows belong to, once in benchmarks/results",
     )  # fmt: skip
     args = parser.parse_args()

@@ -35,11 +35,13 @@ class Output:
 
     run_id: str | None = None  # a tracking run (MLflow) that a resumed run continues: saved in checkpoints
 
-    def start(self, resumed_at: float | None, run_id: str | None) -> None:
-        """The run starts: fresh, or resumed at ``resumed_at`` epochs (fractional inside an epoch)."""
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        """The run starts: fresh, or resumed at ``resumed_at`` epochs (fractional inside an epoch; None for a
+        run with nothing left to train), from a checkpoint of ``completed`` epochs."""
 
     def begin(self, epoch: int) -> None:
-        """Training begins after ``epoch`` completed epochs: rows of later epochs will be written again."""
+        """The run goes on after ``epoch`` completed epochs (or ends there, with nothing left to train): rows of
+        later epochs are not the run's, and those it trains will be written again."""
 
     def record(self, row: dict[str, Any]) -> None:
         """An epoch's metrics row, before its checkpoint is written: for records a resume truncates (``begin``).
@@ -64,7 +66,7 @@ class MetricsOutput(Output):
     def __init__(self, log: MetricsLog) -> None:
         self.log = log
 
-    def start(self, resumed_at: float | None, run_id: str | None) -> None:
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
         if resumed_at is not None:
             self.log.mark_resume(resumed_at)
 
@@ -113,7 +115,10 @@ class GridOutput(Output):
 
 
 class TensorBoardOutput(Output):
-    """``train.tensorboard``: scalars per epoch, the batch picture and the config, in ``out_dir/tensorboard``."""
+    """``train.tensorboard``: scalars per epoch, the batch picture and the config, in ``out_dir/tensorboard``.
+
+    A kill in the instant between an epoch's checkpoint and its scalars loses that epoch's point here (the
+    events hold no learning rates per group to rebuild it from); metrics.jsonl and MLflow keep it."""
 
     def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
         self.board = TensorBoardLog(out_dir, config)
@@ -144,16 +149,14 @@ class MlflowOutput(Output):
     def run_id(self) -> str | None:
         return self.run.run_id if self.run is not None else None
 
-    def start(self, resumed_at: float | None, run_id: str | None) -> None:
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
         self.run = MlflowRun.start(self.config, run_id, name=self.name)
         # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
         print(self.run.where(continued=run_id == self.run.run_id), flush=True)
-        if resumed_at is not None:
-            # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
-            # checkpointed epochs the run lacks are logged now (those it has are skipped, a row ahead waits).
-            for row in self.log.rows():
-                if row["epoch"] <= resumed_at:
-                    self.run.epoch(row)
+        # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
+        # checkpointed epochs the run lacks are logged now, in one batch (those it has are skipped, a row ahead
+        # of the checkpoint waits). MLflow turned on at a resume gets the run's earlier epochs so too.
+        self.run.epochs([row for row in self.log.rows() if row["epoch"] <= completed])
 
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
         if self.run is not None:
@@ -178,10 +181,10 @@ class Outputs:
         """The tracking run to save in checkpoints; without tracking here, the one the checkpoint held (kept)."""
         return next((output.run_id for output in self.outputs if output.run_id), self.resumed_run_id)
 
-    def start(self, resumed_at: float | None, run_id: str | None) -> None:
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
         self.resumed_run_id = run_id
         for output in self.outputs:
-            output.start(resumed_at, run_id)
+            output.start(resumed_at, run_id, completed)
 
     def begin(self, epoch: int) -> None:
         for output in self.outputs:

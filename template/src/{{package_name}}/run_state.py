@@ -245,7 +245,8 @@ class RunState:
         totals, epochs = progress.totals, self.cfg.train.epochs
         fraction = totals.batches / self.parts.batches_per_epoch if totals else 0.0
         # The outputs continue: metrics.jsonl marks where the run resumed, MLflow continues the same run.
-        self.tracking.start(progress.epoch + fraction if progress.epoch < epochs else None, state.get("mlflow_run_id"))
+        resumed_at = progress.epoch + fraction if progress.epoch < epochs else None  # None: nothing left to train
+        self.tracking.start(resumed_at, state.get("mlflow_run_id"), completed=progress.epoch)
         return progress
 
     def load_average(self, state: dict[str, Any]) -> str | None:

@@ -9,8 +9,10 @@ browse it with ``mlflow ui --backend-store-uri sqlite:///mlflow.db``) unless
 
 The training run talks to MLflow through ``outputs.MlflowOutput``, whose run
 id goes into the checkpoint, so ``--resume`` continues the same MLflow run; a
-row is logged once, when its epoch ends, so a resumed run never logs a step
-twice. The client API is used rather than ``mlflow.start_run``: no global
+row is logged once, when its epoch ends (after its checkpoint), so a resumed
+run never logs a step twice; a resumed run first logs the checkpointed rows
+of metrics.jsonl its MLflow run lacks (a kill came between the two, or MLflow
+was turned on at the resume). The client API is used rather than ``mlflow.start_run``: no global
 "active run", so a sweep can hold its own run while each trial logs to one
 nested under it.
 """
@@ -197,15 +199,22 @@ class MlflowRun:
         wait meanwhile. A server that does not answer costs a warning, and the
         row is sent again with the next epoch's; metrics.jsonl has it anyway.
         """
+        self.epochs([row])
+
+    def epochs(self, rows: list[dict[str, Any]]) -> None:
+        """Several rows, in order, sent together (``epoch``); those already logged are skipped."""
         from mlflow.entities import Metric
 
-        step = int(row["epoch"])
-        if step <= self.last_step:
-            return
         now = int(time.time() * 1000)
-        numbers = {k: v for k, v in row.items() if k != "epoch" and isinstance(v, int | float)}
-        self.pending += [Metric(k, float(v), now, step) for k, v in numbers.items()]
-        self.last_step = step
+        for row in rows:
+            step = int(row["epoch"])
+            if step <= self.last_step:
+                continue
+            numbers = {k: v for k, v in row.items() if k != "epoch" and isinstance(v, int | float)}
+            self.pending += [Metric(k, float(v), now, step) for k, v in numbers.items()]
+            self.last_step = step
+        if not self.pending:
+            return
         try:
             with _short_http_timeouts(EPOCH_SECONDS):
                 while self.pending:
@@ -213,7 +222,7 @@ class MlflowRun:
                     del self.pending[:1000]
         except Exception as exc:  # MLflow raises many kinds: connection, HTTP status, SQL
             reason = " ".join(str(exc).split())[:160]
-            print(f"warning: MLflow did not take epoch {step}'s metrics in {EPOCH_SECONDS} s ({reason}): "
+            print(f"warning: MLflow did not take epoch {self.last_step}'s metrics in {EPOCH_SECONDS} s ({reason}): "
                   "training goes on, they are sent again after the next epoch", flush=True)  # fmt: skip
 
     def log_metrics(self, values: dict[str, float]) -> None:

@@ -213,7 +213,7 @@ class Trainer:
         return row
 
     def end_epoch(self, progress: Progress, totals: EpochTotals, seconds: float, seen: int) -> dict[str, Any]:
-        """Validate, then write the checkpoint, the metrics row and the pictures; returns the row."""
+        """Validate, then write the metrics row, the checkpoint, and the other outputs; returns the row."""
         # Every process evaluates with rank 0's batch-norm statistics: the ones the checkpoint will hold.
         sync_buffers(self.evaluated, self.world)
         val = evaluate(self.evaluated, self.val_loader, self.compute, len(self.classes), world=self.world)
@@ -246,11 +246,12 @@ class Trainer:
     def begin_run(self, progress: Progress) -> bool:
         """True when there is nothing to train: the run is finished, or early stopping ended it."""
         ended = self.early_stop_reason(progress)
+        # Rows past the checkpoint go (a kill between a row and its checkpoint), whether or not there is more to do.
+        self.outputs.begin(progress.epoch)
         if ended or progress.epoch >= self.cfg.train.epochs:
             why = f"already stopped: {ended}" if ended else f"already finished {progress.epoch} epochs"
             self.say(f"nothing to do: {self.out_dir / 'last.pt'} {why}")
             return True
-        self.outputs.begin(progress.epoch)
         if self.world.is_main:
             (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
         return False
