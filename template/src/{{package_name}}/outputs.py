@@ -86,6 +86,10 @@ class CurvesOutput(Output):
         self.drawn, self.stale = -math.inf, False  # when it was last drawn (never yet), and whether rows came since
         self.note: str | None = None
 
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        # A resumed run draws at its end, even with nothing to train: a kill may have come before the last drawing.
+        self.stale = completed > 0
+
     def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
         self.stale = True
         last = row["epoch"] == self.epochs or "stop_reason" in row  # drawn before MLflow takes the files

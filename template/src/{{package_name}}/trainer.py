@@ -82,7 +82,9 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         with GracefulStop() as stop:
             row = trainer.fit(progress, stop, epoch_end)
         finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
-        if finished and world.is_main:
+        # No row: nothing was left to train. A kill after the last checkpoint may have left no test report.
+        unreported = not row and not (trainer.out_dir / "test_metrics.json").exists()
+        if (finished or unreported) and world.is_main:
             evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
         status = "FINISHED"
         return row
