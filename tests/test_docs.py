@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -188,22 +189,31 @@ def spread(values: list[float]) -> str:
     return f"{100 * mean:.1f}% ({100 * min(values):.1f}-{100 * max(values):.1f})"
 
 
+def grouped(rows: list[dict[str, Any]], table: str, key: Callable[[dict[str, Any]], Any]) -> dict[Any, list]:
+    """The rows of one README table (their ``tables`` name it), grouped by ``key``, in the file's order."""
+    cells: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        if table in row["tables"]:
+            cells.setdefault(key(row), []).append(row)
+    return cells
+
+
+def spreads(runs: list[dict[str, Any]]) -> str:
+    """The seeds' spread of best val_acc, final val_acc and test_acc, as three table cells."""
+    return " | ".join(spread([run[key] for run in runs]) for key in ("best_val_acc", "final_val_acc", "test_acc"))
+
+
 def recipe_table_rows(rows: list[dict[str, Any]]) -> list[str]:
     """The generated README's recipe table, formatted from the benchmark's JSON: one line per data set, epochs
     and recipe, over its seeds, at the defaults of configs/default.yaml."""
-    cells: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        if "recipe" in row["tables"]:
-            cells.setdefault((row["data"], row["epochs"], row["recipe"]), []).append(row)
     lines = []
+    cells = grouped(rows, "recipe", lambda row: (row["data"], row["epochs"], row["recipe"]))
     for (data, epochs, recipe), runs in sorted(cells.items()):
         assert {lr_and_batch(run) for run in runs} == {("0.02", "32")}, "the recipe table is at today's defaults"
         assert len({run["seed"] for run in runs}) == len(runs) >= 3, "one run per seed, at least three"
-        best, final, test = ([run[key] for run in runs] for key in ("best_val_acc", "final_val_acc", "test_acc"))
         seconds = sum(run["seconds_per_epoch"] for run in runs) / len(runs)
         lines.append(
-            f"| {data} | {recipe.removesuffix('.yaml')} | {epochs} | {len(runs)} | {spread(best)} | {spread(final)} "
-            f"| {spread(test)} | {seconds:.1f} |"
+            f"| {data} | {recipe.removesuffix('.yaml')} | {epochs} | {len(runs)} | {spreads(runs)} | {seconds:.1f} |"
         )
     return lines
 
@@ -241,15 +251,10 @@ def test_the_strong_recipe_never_loses_to_the_default_in_the_measured_table() ->
 
 def ablation_table_rows(rows: list[dict[str, Any]]) -> list[str]:
     """The table of what the strong recipe, as it was with TrivialAugment, did without each of its parts."""
-    cells: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for row in rows:
-        if "ablation" in row["tables"]:
-            cells.setdefault(tuple(row["settings"]), []).append(row)
     lines = []
-    for settings, runs in cells.items():  # in the file's order
+    for settings, runs in grouped(rows, "ablation", lambda row: tuple(row["settings"])).items():
         change = "`" + " ".join(settings) + "`" if settings else "as it was"
-        best, final, test = ([run[key] for run in runs] for key in ("best_val_acc", "final_val_acc", "test_acc"))
-        lines.append(f"| {change} | {len(runs)} | {spread(best)} | {spread(final)} | {spread(test)} |")
+        lines.append(f"| {change} | {len(runs)} | {spreads(runs)} |")
     return lines
 
 

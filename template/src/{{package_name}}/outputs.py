@@ -6,10 +6,10 @@ and names no backend. A new logger is one class here and one line in
 ``build_outputs``. Only the main process writes: on the others the list is empty.
 
 The calls, in the order a run makes them: ``start`` once after the
-checkpoint is restored (or a fresh run begins), ``begin`` when there is
-training to do, ``images`` with the first step's batch, ``record`` before
-each epoch's checkpoint and ``epoch`` after it, ``close`` on every way out (``FINISHED``, ``KILLED``
-when stopped to be resumed, ``FAILED``).
+checkpoint is restored (or a fresh run begins), ``begin`` once the run knows
+where it stands, ``images`` with the first step's batch, ``record`` before
+each epoch's checkpoint and ``epoch`` after it, ``close`` on every way out
+(``FINISHED``, ``KILLED`` when stopped to be resumed, ``FAILED``).
 """
 
 from __future__ import annotations

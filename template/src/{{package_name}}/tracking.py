@@ -12,9 +12,9 @@ id goes into the checkpoint, so ``--resume`` continues the same MLflow run; a
 row is logged once, when its epoch ends (after its checkpoint), so a resumed
 run never logs a step twice; a resumed run first logs the checkpointed rows
 of metrics.jsonl its MLflow run lacks (a kill came between the two, or MLflow
-was turned on at the resume). The client API is used rather than ``mlflow.start_run``: no global
-"active run", so a sweep can hold its own run while each trial logs to one
-nested under it.
+was turned on at the resume). The client API is used rather than
+``mlflow.start_run``: no global "active run", so a sweep can hold its own run
+while each trial logs to one nested under it.
 """
 
 from __future__ import annotations
