@@ -52,6 +52,38 @@ def refuse_if_too_big(estimate: int) -> None:
         )
 
 
+class PackedImages:
+    """Images of different sizes in one flat block of memory, read back as views: ``images[i]``, ``len(images)``.
+
+    A list of tensors would cross to each loader worker as one shared-memory
+    file descriptor per image; a forkserver (the workers' start under DDP,
+    ``data.worker_start``) refuses more than 256 in one go, so a cache of a few
+    hundred images crashed the first validation of every DDP run with workers.
+    One block is one descriptor, whatever the count. Each image starts at a
+    multiple of 8 bytes, so that any dtype (a float ``.npy`` set) can be viewed in place.
+    """
+
+    def __init__(self, images: list[torch.Tensor]) -> None:
+        sizes = [image.numel() * image.element_size() for image in images]
+        starts = [0]
+        for size in sizes:
+            starts.append(starts[-1] + -(-size // 8) * 8)  # the next image starts on an 8-byte boundary
+        self.block = torch.empty(starts[-1], dtype=torch.uint8)
+        self.starts, self.shapes = starts[:-1], [tuple(image.shape) for image in images]
+        self.dtypes = [image.dtype for image in images]
+        for index, image in enumerate(images):
+            self.block[starts[index] : starts[index] + sizes[index]] = image.contiguous().view(-1).view(torch.uint8)
+            images[index] = None  # type: ignore[call-overload]  # let each decoded copy go as soon as it is packed
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        dtype, shape = self.dtypes[index], self.shapes[index]
+        start = self.starts[index]
+        return self.block[start : start + torch.Size(shape).numel() * dtype.itemsize].view(dtype).view(shape)
+
+
 class MemoryCache(Dataset):
     """The folder's samples, decoded once; ``classes`` and ``targets`` as the folder has them."""
 
@@ -62,7 +94,8 @@ class MemoryCache(Dataset):
         steps = [v2.Resize(side, antialias=True), v2.ToImage()]
         resize = v2.Compose([*(steps if cfg.format == "image" else steps[::-1]), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]
-        self.images = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
+        decoded = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
+        self.images = PackedImages(decoded)  # one block: a loader worker receives it as one shared-memory handle
         self.transform = folder.transform
         self.samples, self.targets = list(folder.samples), list(folder.targets)  # (path, class) as the folder has them
         self.classes = folder.classes

@@ -38,14 +38,23 @@ def decodes_on_gpu(paths: list[str], device: torch.device) -> bool:
 
 
 class EncodedImages(SquareImages):
-    """A batch as the files' bytes (1-D uint8 tensors), read in the loader's workers; decoded later."""
+    """A batch as the files' bytes, read in the loader's workers; decoded later.
 
-    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[list[torch.Tensor], torch.Tensor]:  # type: ignore[override]
+    The batch's files travel as one flat uint8 tensor and their lengths: a
+    tensor per file would cross the worker boundary as one file descriptor per
+    image per batch, and large batches with prefetch exhaust ``ulimit -n``.
+    """
+
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         indices = [key[1] for key in keys]
-        encoded = [
-            torch.frombuffer(bytearray(Path(self.samples[i][0]).read_bytes()), dtype=torch.uint8) for i in indices
-        ]
-        return encoded, self.labels[indices]
+        files = [Path(self.samples[i][0]).read_bytes() for i in indices]
+        flat = torch.frombuffer(bytearray(b"".join(files)), dtype=torch.uint8)
+        return flat, torch.as_tensor([len(data) for data in files], dtype=torch.long), self.labels[indices]
+
+
+def split_files(flat: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+    """``EncodedImages``' batch back as one 1-D uint8 tensor per file (views, no copy), as nvJPEG takes them."""
+    return list(torch.split(flat, lengths.tolist()))
 
 
 class GpuDecoded:
@@ -60,7 +69,7 @@ class GpuDecoded:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         decode = jpeg_decoder()
         assert decode is not None, "decodes_on_gpu chose this path"
-        for encoded, labels in self.loader:
-            images = decode(encoded, mode="RGB", device=self.device)  # one nvJPEG call for the batch
+        for flat, lengths, labels in self.loader:
+            images = decode(split_files(flat, lengths), mode="RGB", device=self.device)  # one nvJPEG call for the batch
             squares = torch.stack([square(image, self.side) for image in images])
             yield squares, labels.to(self.device, non_blocking=True)
