@@ -32,9 +32,9 @@ def generate(dest: Path) -> None:
 
 
 def measure(package: str, data: Path, out: Path, model: str, repeats: int) -> dict[str, float | int | str]:
-    config = importlib.import_module(f"{package}.config")
-    trainer_module = importlib.import_module(f"{package}.trainer")
-    engine = importlib.import_module(f"{package}.engine")
+    config = importlib.import_module(f"{package}.core.config")
+    trainer_module = importlib.import_module(f"{package}.training.trainer")
+    engine = importlib.import_module(f"{package}.training.engine")
     cfg = config.load_config(None, [f"data.root={data}", f"model.name={model}", f"train.out_dir={out / model}",
                                     "train.epochs=1", "train.progress=false", "train.keep_last=0"])  # fmt: skip
     trainer = trainer_module.Trainer(cfg)
@@ -80,7 +80,7 @@ def main() -> None:
         project = Path(tmp) / "bench"
         generate(project)
         sys.path.insert(0, str(project / "src"))
-        sample = importlib.import_module("bench_pkg.sample_data")
+        sample = importlib.import_module("bench_pkg.data.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
         data = sample.write_sample_data(Path(tmp) / "data", *per_class)
         rows = [measure("bench_pkg", data, Path(tmp) / "runs", model, args.repeats) for model in args.models]

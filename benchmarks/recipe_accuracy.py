@@ -104,8 +104,8 @@ def cpu_model() -> str:
 
 
 def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, settings: list[str]) -> dict[str, Any]:
-    config = importlib.import_module(f"{PACKAGE}.config")
-    trainer = importlib.import_module(f"{PACKAGE}.trainer")
+    config = importlib.import_module(f"{PACKAGE}.core.config")
+    trainer = importlib.import_module(f"{PACKAGE}.training.trainer")
     files = [project / "configs" / "default.yaml"] + ([project / "configs" / "recipes" / recipe] if recipe else [])
     common = [f"data.root={root}", f"train.epochs={epochs}", f"train.out_dir={out}", "train.progress=false"]
     cfg = config.load_config(files, [*common, *settings])
@@ -159,7 +159,7 @@ def main() -> None:
             vcs_ref="HEAD",
         )
         sys.path.insert(0, str(project / "src"))
-        sample = importlib.import_module(f"{PACKAGE}.sample_data")
+        sample = importlib.import_module(f"{PACKAGE}.data.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
         # data set -> (writer, settings both recipes get); digits must not be mirrored, as the docs tell users
         makers: dict[str, tuple[Callable[[], Path], list[str]]] = {

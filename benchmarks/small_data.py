@@ -77,7 +77,7 @@ def main() -> None:
         sys.path.insert(0, str(project / "src"))
         package = importlib.import_module("small_pkg")
         importlib.import_module("small_pkg.cli")
-        from small_pkg.sample_data import write_sample_data
+        from small_pkg.data.sample_data import write_sample_data
 
         root = write_sample_data(Path(tmp) / "data", train_per_class=40, val_per_class=10, image_size=64, seed=1)
         for model in args.models.split(","):

@@ -115,7 +115,7 @@ def compute_bound(package: str, cfg: Any, classes: int, steps: int, device: torc
 
     Each setting is timed over one window; the fastest is then timed over ``ROUNDS`` more.
     """
-    model_module = importlib.import_module(f"{package}.model")
+    model_module = importlib.import_module(f"{package}.models.classifier")
     batch, size = cfg.data.batch_size, cfg.data.image_size
     images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, device=device)
     targets = torch.randint(0, classes, (batch,), device=device)
@@ -180,7 +180,7 @@ class Utilisation:
 def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[float, float, float | None]:
     """(b): the fastest epoch after the first (workers warm), as metrics.jsonl reports it, its seconds, and
     the GPU's mean utilisation (percent) over the run's epochs (None where it cannot be read)."""
-    trainer = importlib.import_module(f"{package}.trainer")
+    trainer = importlib.import_module(f"{package}.training.trainer")
     with Utilisation(device) as utilisation:
         trainer.train(cfg)
     rows = [json.loads(line) for line in (Path(cfg.train.out_dir) / "metrics.jsonl").read_text().splitlines()]
@@ -190,15 +190,15 @@ def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[flo
 
 def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
     """One training epoch of the trainer's own loader (and batch augmentation), without the model."""
-    data = importlib.import_module(f"{package}.data")
-    pipeline = importlib.import_module(f"{package}.pipeline")
-    batch_augment = importlib.import_module(f"{package}.augment").BatchAugment
+    data = importlib.import_module(f"{package}.data.folders")
+    pipeline = importlib.import_module(f"{package}.data.pipeline")
+    batch_augment = importlib.import_module(f"{package}.data.augment").BatchAugment
     augment = batch_augment(cfg.data, cfg.train.seed, 0, torch.channels_last)
     # The trainer's batch stream (device-resident, prefetched or GPU-decoded, as data.cache chose); its own steps
     # after the loader are timed here instead.
-    compute = importlib.import_module(f"{package}.device").Compute(device, "fp32", torch.channels_last)
-    world = importlib.import_module(f"{package}.distributed").World()
-    batches = importlib.import_module(f"{package}.batches").TrainingBatches.build(
+    compute = importlib.import_module(f"{package}.core.device").Compute(device, "fp32", torch.channels_last)
+    world = importlib.import_module(f"{package}.core.distributed").World()
+    batches = importlib.import_module(f"{package}.data.batches").TrainingBatches.build(
         data.build_datasets(cfg)[0], cfg, world, compute
     )
     loader, batched = batches.stream, pipeline.batch_path(cfg.data)
@@ -235,7 +235,7 @@ def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str
         dataset, batch_size=cfg.data.batch_size, shuffle=True, num_workers=4 if cuda else 0, pin_memory=cuda
     )
     if model_name == "simple_cnn":
-        model = importlib.import_module(f"{package}.model").build_model(cfg.model, classes)
+        model = importlib.import_module(f"{package}.models.classifier").build_model(cfg.model, classes)
     else:
         model = getattr(models, model_name)(num_classes=classes)
     model = model.to(device)
@@ -275,7 +275,7 @@ def generated_project(model_name: str, size: int, tmp: Path, project: Path | Non
 def draw_jpegs(job: tuple[str, str, Path, int, int, int]) -> None:
     """One class folder of JPEG files (a pool's task): the sample data's shapes, saved as photos are."""
     package, kind, folder, count, size, seed = job
-    sample = importlib.import_module(f"{package}.sample_data")
+    sample = importlib.import_module(f"{package}.data.sample_data")
     rng, noise = sample.random.Random(seed), sample.np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
@@ -283,7 +283,7 @@ def draw_jpegs(job: tuple[str, str, Path, int, int, int]) -> None:
 
 
 def write_jpeg_data(package: str, root: Path, per_class: int, val_per_class: int, size: int) -> Path:
-    classes = importlib.import_module(f"{package}.sample_data").CLASSES
+    classes = importlib.import_module(f"{package}.data.sample_data").CLASSES
     jobs = [
         (package, kind, root / split / kind, count, size, seed)
         for seed, (split, count, kind) in enumerate(
@@ -303,9 +303,9 @@ def measure(
     if device.type == "cuda":  # JPEG files, as image data sets mostly are
         root, kind = write_jpeg_data(package, data_root, per_class, 4, size), "JPEG"
     else:
-        sample = importlib.import_module(f"{package}.sample_data")
+        sample = importlib.import_module(f"{package}.data.sample_data")
         root, kind = sample.write_sample_data(data_root, per_class, 4, image_size=size), "PNG"
-    config = importlib.import_module(f"{package}.config")
+    config = importlib.import_module(f"{package}.core.config")
     project_dir = project if project is not None else tmp / package
     cfg = config.load_config(
         project_dir / "configs" / "default.yaml",
@@ -318,7 +318,7 @@ def measure(
             "train.progress=false",
         ],
     )
-    classes = len(importlib.import_module(f"{package}.sample_data").CLASSES)
+    classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
     images = classes * per_class
     print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {images} {kind} files on {device}", flush=True)
     a, best = compute_bound(package, cfg, classes, steps, device)

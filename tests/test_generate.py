@@ -1,5 +1,6 @@
 """A generated project is complete, rendered, lint-clean, installable, and passes its own tests."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -8,9 +9,10 @@ import yaml
 
 from .conftest import BIN, REPO, check, generate, run_in
 
-MODULES = """__init__ __main__ cli config data sample_data model optim engine trainer
-inference checkpoint distributed reporting errors tracking sweep run_state batches outputs slurm
-sweeps/__init__ sweeps/space sweeps/study sweeps/report"""
+MODULES = """__init__ __main__ cli slurm extensions core/config core/errors core/distributed data/folders
+data/sample_data data/batches models/classifier training/optim training/engine training/trainer training/inference
+core/checkpoint training/run_state outputs/reporting outputs/tracking outputs/writers commands/sweep sweeps/__init__
+sweeps/space sweeps/study sweeps/report"""
 EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
@@ -52,6 +54,15 @@ def test_api_copy_matches_cli_copy(template_repo: Path, project: Path, tmp_path:
             assert (dest / name).read_text() == (project / name).read_text(), name
 
 
+def test_readme_layout_is_the_generated_tree(project: Path) -> None:
+    """The generated README's "Layout" lists exactly the package's files, parsed by the project's own test."""
+    spec = importlib.util.spec_from_file_location("layout_check", project / "tests" / "test_structure.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    listed, on_disk = module.layout_files((project / "README.md").read_text()), module.package_files()
+    assert listed == on_disk, f"README only: {sorted(listed - on_disk)}; on disk only: {sorted(on_disk - listed)}"
+
+
 def test_ruff_is_clean(project: Path) -> None:
     check(run_in(project, str(BIN / "ruff"), "check", "--no-cache", "."))
     check(run_in(project, str(BIN / "ruff"), "format", "--check", "--no-cache", "."))
@@ -79,11 +90,11 @@ def test_project_installs_with_its_console_script(project: Path, tmp_path: Path)
     assert env_run.returncode == 0, env_run.stderr
     assert "sample-data" in env_run.stdout
     # The answers' defaults are package data: the installed package reads them, not the checkout's file.
-    code = "import x_pkg.config as c; print(c.__file__, c.Config().optim.name)"
+    code = "import x_pkg.core.config as c; print(c.__file__, c.Config().optim.name)"
     defaults = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)}, cwd=tmp_path,
                               capture_output=True, text=True)  # fmt: skip
     assert defaults.returncode == 0, defaults.stderr
-    assert defaults.stdout.split() == [str(site / "x_pkg" / "config.py"), "sgd"]
+    assert defaults.stdout.split() == [str(site / "x_pkg" / "core" / "config.py"), "sgd"]
 
 
 def test_template_code_is_plain_python() -> None:

@@ -255,7 +255,7 @@ def test_torch_scaffold_check_command(planted: Path, project: Path) -> None:
     assert bad.returncode == 1
     for rule in RULES:
         assert rule.code in bad.stdout
-    (clean_file,) = project.glob("src/*/checkpoint.py")
+    (clean_file,) = project.glob("src/*/core/checkpoint.py")
     clean = subprocess.run([str(BIN / "torch-scaffold"), "check", str(clean_file)], capture_output=True, text=True)
     assert clean.returncode == 0, clean.stdout
     assert "no findings" in clean.stdout

@@ -112,7 +112,7 @@ def test_user_values_are_kept_and_the_template_matches(
 def test_the_migrated_configs_load(updated: tuple[Path, str]) -> None:
     project, _ = updated
     code = (
-        "from x_pkg.config import load_config as load; "
+        "from x_pkg.core.config import load_config as load; "
         "m = load(['configs/default.yaml', 'configs/mixing.yaml']); "
         "s = load(['configs/default.yaml', 'configs/recipes/strong.yaml']); "
         "print(m.data.mixup_alpha, m.train.epochs, s.data.mixup_alpha, s.data.cutmix_alpha)"
@@ -141,6 +141,6 @@ def test_a_changed_value_in_default_yaml_is_a_named_conflict(two_versions: Path,
     text = (project / "configs" / "default.yaml").read_text()
     assert re.search(r"^<<<<<<< before updating\n  mixup_alpha: 0\.1 .*\n=======\n  mixup_alpha: 0\.0 ", text, re.M)
     line = text[: text.index("<<<<<<<")].count("\n") + 1
-    load = "from x_pkg.config import load_config; load_config('configs/default.yaml')"
+    load = "from x_pkg.core.config import load_config; load_config('configs/default.yaml')"
     refused = run_in(project, sys.executable, "-c", load)
     assert f"configs/default.yaml has unresolved merge conflict markers at line {line}" in refused.stderr

@@ -38,7 +38,7 @@ def test_new_generates_and_prints_next_steps(versioned_template: Path, tmp_path:
     assert "python -m leaf_disease train --config configs/default.yaml" in result.stdout
     answers = yaml.safe_load((dest / ".copier-answers.yml").read_text())
     assert answers["image_size"] == 32 and answers["model"] == "resnet18" and answers["_commit"] == V1
-    assert (dest / "src" / "leaf_disease" / "trainer.py").is_file()
+    assert (dest / "src" / "leaf_disease" / "training" / "trainer.py").is_file()
 
 
 def test_new_takes_the_newest_version_and_refuses_bad_answers(versioned_template: Path, tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ def test_migration_renames_the_config_key(updated: tuple[Path, str]) -> None:
     if output:  # the command shows the migration's own report; the API run is quiet
         assert "migration: renamed train.log_every to train.log_interval in configs/default.yaml" in output
         assert "in configs/finetune.yaml" in output
-    load = "from x_pkg.config import load_config; c = load_config('configs/finetune.yaml'); print(c.train.log_interval)"
+    load = "from x_pkg.core.config import load_config as lc; print(lc('configs/finetune.yaml').train.log_interval)"
     assert check(run_in(project, sys.executable, "-c", load)).strip() == "5"
 
 

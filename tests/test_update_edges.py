@@ -79,7 +79,7 @@ def test_migrations_of_skipped_versions_run_in_order_once(three_versions: Path, 
     assert (project / "configs" / "finetune.yaml").read_text() == USER_FINETUNE.replace(
         "log_every", "log_interval"
     ).replace("grad_clip_norm", "max_grad_norm")
-    load = "from x_pkg.config import load_config; t = load_config('configs/finetune.yaml').train"
+    load = "from x_pkg.core.config import load_config; t = load_config('configs/finetune.yaml').train"
     out = check(run_in(project, sys.executable, "-c", f"{load}; print(t.log_interval, t.max_grad_norm)"))
     assert out.split() == ["5", "1.0"]
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from torch_scaffold.releases import current_version
+
 from .conftest import REPO, TEMPLATE_FILES, generate, git, make_template_repo
 from .lifecycle import commit, conflict_markers
 
@@ -32,12 +34,15 @@ USER_EDITS = [
     ("data.py", r"max\(0, min\(8, ", "max(0, min(4, ", "min(4, "),  # ours: at most 4 loader workers
     ("config.py", r"^(\s+)log_every: int = 20\b", r"\1log_every: int = 50", "log_every: int = 50"),
 ]
+# Where each file is after the move into folders (v0.2.0, migrations/move_modules.py).
+NOW_AT = {"trainer.py": "training/trainer.py", "data.py": "data/folders.py", "config.py": "core/config.py"}
+BEFORE_TAG = "v0.0.1"  # older than every release: updating from it runs every migration since, the move's too
 Updated = tuple[Path, subprocess.CompletedProcess[str]]  # the project and what the update printed
 USER_MODULE = '"""Our own augmentation, added after generation."""\n\nOURS = True\n'
 
 
 def previous_template(dest: Path) -> Path:
-    """The template files at BEFORE_LAYOUT, as a copier template repository tagged v1."""
+    """The template files at BEFORE_LAYOUT, as a copier template repository tagged BEFORE_TAG."""
     try:
         archive = subprocess.run(
             ["git", "archive", "--format=tar", BEFORE_LAYOUT, "template", *TEMPLATE_FILES],
@@ -51,20 +56,21 @@ def previous_template(dest: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
     git(dest, "init", "--quiet", "--initial-branch=main")
-    commit(dest, "template before the layout change", tag="v1")
+    commit(dest, "template before the layout change", tag=BEFORE_TAG)
     return dest
 
 
 def with_current_template(repo: Path) -> None:
-    """This checkout's template as v2 of the same repository."""
+    """This checkout's template as its release (pyproject.toml's version) of the same repository."""
     current = make_template_repo(repo.parent / "current")
     for name in TEMPLATE_FILES:
         (repo / name).write_bytes((current / name).read_bytes())
-    subprocess.run(["rm", "-rf", str(repo / "template")], check=True)
-    subprocess.run(["cp", "-a", str(current / "template"), str(repo / "template")], check=True)
+    for folder in ("template", "migrations"):  # the migrations since BEFORE_TAG run from the new template
+        subprocess.run(["rm", "-rf", str(repo / folder)], check=True)
+        subprocess.run(["cp", "-a", str(current / folder), str(repo / folder)], check=True)
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "--allow-empty", "-m", "template after the layout change")
-    git(repo, "tag", "v2")
+    git(repo, "tag", f"v{current_version(REPO)}")
 
 
 def edit(project: Path) -> None:
@@ -80,7 +86,7 @@ def edit(project: Path) -> None:
 def updated(tmp_path_factory: pytest.TempPathFactory) -> Updated:
     root = tmp_path_factory.mktemp("layout")
     template = previous_template(root / "template")
-    project = generate(template, root / "project", vcs_ref="v1", package_name=PACKAGE)
+    project = generate(template, root / "project", vcs_ref=BEFORE_TAG, package_name=PACKAGE)
     git(project, "init", "--quiet", "--initial-branch=main")
     commit(project, "generated before the layout change")
     edit(project)
@@ -102,8 +108,9 @@ def test_every_user_edit_is_carried_or_shown_as_a_conflict(
     assert result.returncode in (0, 1), result.stderr  # 1: conflicts to resolve, named below
     conflicted = conflict_markers(project)
     for name, _, _, marker in USER_EDITS:
-        path = project / "src" / PACKAGE / name
-        relative = f"src/{PACKAGE}/{name}"
+        path = project / "src" / PACKAGE / NOW_AT[name]
+        relative = f"src/{PACKAGE}/{NOW_AT[name]}"
+        assert not (project / "src" / PACKAGE / name).exists(), f"{name} stayed at its old place"
         # The update went through: the file is at its new version (or in conflict with it).
         assert path.is_file(), f"{relative} was deleted"
         carried = marker in path.read_text()
@@ -122,4 +129,4 @@ def test_nothing_the_user_wrote_is_deleted(updated: Updated) -> None:
 def test_the_project_reaches_the_new_version(updated: Updated) -> None:
     project, result = updated
     answers = (project / ".copier-answers.yml").read_text()
-    assert "_commit: v2" in answers, result.stdout + result.stderr
+    assert f"_commit: v{current_version(REPO)}" in answers, result.stdout + result.stderr

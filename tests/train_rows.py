@@ -57,7 +57,7 @@ def run(project: str, package: str, args: list[str]) -> dict[str, object]:
             traceback.print_exc()
             rc = "crash"
     seconds = round(time.perf_counter() - start, 2)
-    defaults = dataclasses.asdict(importlib.import_module(f"{package}.config").Config())
+    defaults = dataclasses.asdict(importlib.import_module(f"{package}.core.config").Config())
     return {
         "rc": rc,
         "stdout": out.getvalue()[-3000:],

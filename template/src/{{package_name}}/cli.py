@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .preemption import EXIT_PREEMPTED, Preempted
+from .core.errors import UserError
+from .training.preemption import EXIT_PREEMPTED, Preempted
 
 DEFAULT_CONFIG = "configs/default.yaml"
 
@@ -121,7 +121,7 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
 
 
 def sample_data_command(args: argparse.Namespace) -> int:
-    from .sample_data import CLASSES, write_sample_data
+    from .data.sample_data import CLASSES, write_sample_data
 
     root = write_sample_data(args.dir, args.train_per_class, args.val_per_class, args.image_size, args.seed)
     total = len(CLASSES) * (args.train_per_class + args.val_per_class)
@@ -130,8 +130,8 @@ def sample_data_command(args: argparse.Namespace) -> int:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .trainer import train
+    from .core.config import load_config
+    from .training.trainer import train
 
     cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
     row = train(cfg, resume=args.resume)
@@ -143,7 +143,7 @@ def train_command(args: argparse.Namespace) -> int:
 
 def sweep_command(args: argparse.Namespace) -> int:
     """The sweep command (the sweep extra): one training run per trial, then the summary."""
-    from .sweep import run_sweep
+    from .commands.sweep import run_sweep
 
     configs = args.config or [DEFAULT_CONFIG]
     print(run_sweep(configs, args.overrides, args.space, args.trials, args.storage, args.study, program_name()))
@@ -152,7 +152,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def load_checkpoint_for(args: argparse.Namespace) -> Any:
     """The trained model of ``--checkpoint`` for the commands that use one; says which weights when it matters."""
-    from .inference import load_trained
+    from .training.inference import load_trained
 
     loaded = load_trained(args.checkpoint, args.config, tuple(args.overrides), raw_weights=args.raw_weights)
     if loaded.weights_note:
@@ -161,9 +161,9 @@ def load_checkpoint_for(args: argparse.Namespace) -> Any:
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    from .evaluation_report import default_confusion_path, report_extras
-    from .inference import format_report, run_evaluate
-    from .provenance import one_line as provenance_line
+    from .core.provenance import one_line as provenance_line
+    from .outputs.evaluation_report import default_confusion_path, report_extras
+    from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
     result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
@@ -175,7 +175,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def predict_command(args: argparse.Namespace) -> int:
-    from .inference import run_predict
+    from .training.inference import run_predict
 
     loaded = load_checkpoint_for(args)
     # Every readable file is predicted (and written to --csv); unreadable ones are named after, per --on-bad-file.
@@ -183,7 +183,7 @@ def predict_command(args: argparse.Namespace) -> int:
 
 
 def similar_command(args: argparse.Namespace) -> int:
-    from .similarity import SimilarityIndex
+    from .commands.similarity import SimilarityIndex
 
     index = SimilarityIndex(load_checkpoint_for(args), args.split)
     for query, matches in zip(args.queries, index.search(args.queries, args.k), strict=True):
@@ -194,7 +194,7 @@ def similar_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from .export import export_checkpoint
+    from .commands.export import export_checkpoint
 
     print(export_checkpoint(load_checkpoint_for(args), args.checkpoint, args.format, args.output))
     return 0

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import UserError
-from .run_lock import RunLock
+from .core.errors import UserError
+from .training.run_lock import RunLock
 
 SUBMIT = "sbatch slurm/train.sbatch [--config FILE] [--set KEY=VALUE ...]"
 
@@ -84,7 +84,7 @@ def processes_per_node(environ: Mapping[str, str], visible_gpus: int, device: st
 def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     """The checks before torchrun starts; returns the processes per node."""
     from .cli import DEFAULT_CONFIG, parse
-    from .config import load_config
+    from .core.config import load_config
 
     job = job_id(environ)
     args = parse(["train", *argv])

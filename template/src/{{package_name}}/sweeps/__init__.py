@@ -1,4 +1,4 @@
-"""The parts of hyperparameter sweeps with Optuna (the optional ``sweep`` extra); ``sweep.py`` is the command.
+"""The parts of hyperparameter sweeps with Optuna (the optional ``sweep`` extra); ``commands/sweep.py`` is the command.
 
 ``python -m <package> sweep --config configs/default.yaml --space configs/sweep.yaml --trials N``
 
@@ -15,7 +15,7 @@ One module per job:
 - ``cleanup.py``: what a trial leaves on the GPU, freed before the next;
 - ``report.py``: sweep_results.csv, best_config.yaml, the plots and the summary;
 - ``../sweep.py``: the ``sweep`` command that ties them together (a module beside this package, not in it,
-  so that a project's edited ``sweep.py`` of older template versions meets it in ``copier update`` as a
+  so that a project's edited ``commands/sweep.py`` of older template versions meets it in ``copier update`` as a
   conflict in the same file instead of being deleted).
 """
 

@@ -12,7 +12,7 @@ import gc
 
 import torch
 
-from ..config import Config
+from ..core.config import Config
 
 # CUDA errors after which every later kernel launch in this process fails too (the context is lost);
 # see the CUDA runtime's list of "sticky" errors. An out-of-memory error is not one of them.

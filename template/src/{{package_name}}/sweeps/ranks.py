@@ -15,10 +15,10 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..config import Config, config_from_dict
-from ..distributed import World, close_world, init_world
-from ..errors import UserError
-from ..preemption import Preempted
+from ..core.config import Config, config_from_dict
+from ..core.distributed import World, close_world, init_world
+from ..core.errors import UserError
+from ..training.preemption import Preempted
 from .cleanup import free_memory, sticky_cuda_error
 
 # Between trials the other ranks wait for rank 0, which may wait for other processes' trials of a shared
@@ -60,7 +60,7 @@ class Ranks:
 
 def follow(ranks: Ranks) -> int:
     """A rank other than 0: train each trial rank 0 sends, until it sends the end; returns the trials trained."""
-    from ..trainer import train
+    from ..training.trainer import train
 
     trained = 0
     while (raw := ranks.send(None)) is not END:

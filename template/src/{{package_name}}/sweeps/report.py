@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import UserError
-from ..optional import require
+from ..core.errors import UserError
+from ..core.optional import require
 from .space import format_value
 from .study import Sweep, counted
 

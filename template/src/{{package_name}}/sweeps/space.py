@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from ..config import Config, config_from_dict, set_dotted, yaml_problem
-from ..errors import UserError
-from ..optional import require
+from ..core.config import Config, config_from_dict, set_dotted, yaml_problem
+from ..core.errors import UserError
+from ..core.optional import require
 
 METRICS = {"val_acc": "maximize", "val_loss": "minimize"}  # what a trial reports and the study optimizes
 SPACE_KEYS = ("metric", "heartbeat_seconds", "pruner", "params")

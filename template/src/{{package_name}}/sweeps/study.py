@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, config_from_dict, set_dotted
-from ..errors import UserError
-from ..preemption import Preempted
-from ..reporting import MetricsLog
+from ..core.config import Config, config_from_dict, set_dotted
+from ..core.errors import UserError
+from ..outputs.reporting import MetricsLog
+from ..training.preemption import Preempted
 from .cleanup import free_memory, sticky_cuda_error
 from .ranks import Ranks
 from .space import Space
@@ -168,7 +168,7 @@ class Sweep:
         import optuna
         from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
 
-        from ..trainer import train
+        from ..training.trainer import train
 
         frozen = self.frozen(trial.number)
         if Retry.retried_trial_number(frozen) is None:
@@ -216,7 +216,7 @@ class Sweep:
         """With MLflow on, the trial's training run is a child of the sweep's run."""
         if self.tracker is None:
             return contextlib.nullcontext()
-        from ..tracking import nested_under
+        from ..outputs.tracking import nested_under
 
         return nested_under(self.tracker.run_id, f"trial {number}")
 
@@ -246,7 +246,7 @@ class Sweep:
 
     def start_tracking(self) -> None:
         """The sweep's own MLflow run, one per study (its id kept in the study), parent of every trial's run."""
-        from ..tracking import MlflowRun
+        from ..outputs.tracking import MlflowRun
 
         run_id = self.study.user_attrs.get("mlflow_run_id")
         space = {f"space.{k}": repr(v) for k, v in self.space.params.items()}

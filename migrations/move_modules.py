@@ -1,0 +1,284 @@
+"""Move a project's modules to the subpackage layout of template v0.2.0, with the user's edits, for ``_migrations``.
+
+Template v0.2.0 moved the package's 48 flat modules into folders (``core``,
+``data``, ``models``, ``training``, ``outputs``, ``commands``, ``sweeps``) and
+changed nothing else: each moved file is the old one with its imports
+rewritten (``rewrite``, below, is the function that made the move). copier
+update deletes a file that the old template had and the new one lacks, and
+would merge a moved file against an empty base (every differing line a
+conflict), so the move runs in two stages:
+
+``before`` (in the project, before copier merges): for every module the user
+edited, the user's version and the old template's version (read from the
+template's git history at ``_version_from``), both with imports rewritten, are
+kept under ``.git/torch-scaffold-moves``; the old file is removed from the
+index. Every other Python file of the user's (their own modules, their tests)
+gets its imports rewritten in place, so ``from .data import build_loader``
+still finds ``build_loader``.
+
+``after`` (once copier has written the new layout): each kept module is merged
+into its new path with ``git merge-file``: the old template's version as the
+base, the new template's file as one side and the user's as the other. Edits
+come through; a line that both changed is a conflict in that file.
+
+Usage: python move_modules.py before TEMPLATE_DIR VERSION_FROM | after
+(the package's name is read from the project's ``.copier-answers.yml``:
+copier does not render the answers into a migration's command).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Old module (under the package) -> new dotted place. What is not listed stays where it was: cli, slurm,
+# __main__, extensions (the user's own file), project_defaults.yaml and the sweeps folder.
+FOLDERS = {  # folder: the old flat modules it holds now, under the same names
+    "core": "checkpoint config config_rules device distributed errors optional provenance seeding",
+    "data": "augment bad_files batches cache gpu_decode mixing pipeline placement prefetch resident samplers"
+    " sample_data",
+    "training": "ema engine holdout inference optim preemption run_length run_lock run_state startup trainer",
+    "outputs": "evaluation_report plots reporting tensorboard_log tracking",
+    "commands": "export similarity sweep",
+}
+RENAMED = {"data": "data.folders", "model": "models.classifier", "outputs": "outputs.writers"}  # a folder's name now
+MOVES = {**{name: f"{folder}.{name}" for folder, names in FOLDERS.items() for name in names.split()}, **RENAMED}
+PACKAGES = sorted({new.split(".")[0] for new in MOVES.values()} | {"sweeps"})
+NEW_NAMES = set(MOVES.values())
+STASH = "torch-scaffold-moves"  # under the project's .git folder: nothing there is merged or committed
+
+
+def submodules(package: str) -> set[str]:
+    """The modules that the new layout puts in one of its folders: ``cache`` for ``data``."""
+    return {new.split(".")[1] for new in NEW_NAMES if new.startswith(package + ".")}
+
+
+def moved(name: str) -> str:
+    """The new dotted name (under the package) of an old one; new and unmoved names come back as they are."""
+    head, _, rest = name.partition(".")
+    if head not in MOVES or name in NEW_NAMES:
+        return name
+    if head in PACKAGES and rest.split(".")[0] in submodules(head):
+        return name  # already the new layout: data.cache, outputs.writers.Outputs
+    return MOVES[head] + (f".{rest}" if rest else "")
+
+
+def relative(target: str, module: str) -> str:
+    """``target`` (a dotted module or package under the top package) as seen from the module ``module``."""
+    here, parts = module.split(".")[:-1], target.split(".") if target else []
+    common = 0
+    while common < min(len(here), len(parts)) and here[common] == parts[common]:
+        common += 1
+    return "." * (len(here) - common + 1) + ".".join(parts[common:])
+
+
+def resolve(level: int, name: str | None, module: str) -> str:
+    """The dotted name (under the package) that ``from <level dots><name>`` means inside ``module``."""
+    here = module.split(".")[:-1]
+    return ".".join([*here[: len(here) - (level - 1)], *([name] if name else [])])
+
+
+def imports_modules(source: str, names: list[ast.alias]) -> bool:
+    """``from . import a, b`` (from the top package) or ``from .data import cache``: the names are modules."""
+    return not source or (source in PACKAGES and all(a.name in submodules(source) for a in names))
+
+
+def rewrite(text: str, package: str, old_module: str | None = None, new_module: str | None = None) -> str:
+    """``text`` with every mention of a moved module pointing at its new place.
+
+    Inside the package, ``old_module`` is the file's dotted name before the
+    move (relative imports are resolved from it) and ``new_module`` after it
+    (they are spelled from there). Outside it (tests, scripts) both are None:
+    absolute ``package.name`` imports and dotted mentions (``monkeypatch.setattr("package.data.X", ...)``)
+    are rewritten. A file already in the new layout is left as it is.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # not Python we can read: left as it is
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []  # (first line, last line, replacement), 1-based, whole lines
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level > 0 and old_module is not None and new_module is not None:
+            source = resolve(node.level, node.module, old_module)
+
+            def spelled(target: str) -> str:
+                return relative(target, new_module)  # type: ignore[arg-type]
+        elif node.level == 0 and node.module is not None and node.module.split(".")[0] == package:
+            source = node.module.partition(".")[2]
+
+            def spelled(target: str) -> str:
+                return f"{package}.{target}" if target else package
+        else:
+            continue
+        indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)  # type: ignore[union-attr]
+        if imports_modules(source, node.names):
+            # Each named module to its own place: one statement per package they now live in.
+            groups: dict[str, list[str]] = {}
+            for alias in node.names:
+                parent, _, leaf = moved(f"{source}.{alias.name}" if source else alias.name).rpartition(".")
+                bound = alias.asname or alias.name  # the name the code uses stays: outputs.writers as outputs
+                groups.setdefault(parent, []).append(leaf + (f" as {bound}" if bound != leaf else ""))
+            new = "".join(
+                f"{indent}from {spelled(parent)} import {', '.join(names)}\n" for parent, names in groups.items()
+            )
+            old = "".join(lines[node.lineno - 1 : node.end_lineno])
+            if new.split() != old.split():
+                edits.append((node.lineno, node.end_lineno or node.lineno, new))
+            continue
+        first = lines[node.lineno - 1]
+        match = re.match(r"(\s*from\s+)([.\w]+)(\s+import\b.*)", first, flags=re.DOTALL)
+        spelling = spelled(moved(source))
+        if match is not None and match.group(2) != spelling:
+            edits.append((node.lineno, node.lineno, match.group(1) + spelling + match.group(3)))
+    for first, last, new in sorted(edits, reverse=True):
+        lines[first - 1 : last] = [new]
+    # Dotted mentions outside import statements (those are done): strings, comments, attribute chains.
+    imports = set()
+    for node in ast.walk(ast.parse("".join(lines))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.update(range(node.lineno - 1, node.end_lineno or node.lineno))
+    return "".join(line if index in imports else mentions(line, package) for index, line in enumerate(lines))
+
+
+def mentions(text: str, package: str) -> str:
+    """Dotted mentions of a moved module (``package.plots.plot_curves``) in code, strings or prose."""
+    return re.sub(
+        rf"(?<![\w.]){re.escape(package)}\.([a-z_]+(?:\.[a-z_]+)?)\b",
+        lambda m: f"{package}.{moved(m.group(1))}",
+        text,
+    )
+
+
+def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True).stdout
+
+
+def old_template_file(template: Path, version: str, name: str) -> str | None:
+    """The old template's ``src/{{package_name}}/<name>.py`` at ``version``; None where history does not have it."""
+    result = subprocess.run(
+        ["git", "show", f"{version}:template/src/{{{{package_name}}}}/{name}.py"],
+        cwd=template,
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout if result.returncode == 0 else None
+
+
+def old_template_files(template: Path, version: str, package: str) -> set[str]:
+    """The project paths the old template wrote (``src/x/data.py``, ``tests/test_data.py``), from its git history."""
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", version, "template/"], cwd=template, capture_output=True, text=True
+    ).stdout
+    paths = (name.removeprefix("template/").removesuffix(".jinja") for name in listing.splitlines())
+    return {path.replace("{{package_name}}", package).replace("{{ package_name }}", package) for path in paths}
+
+
+def module_name(path: Path, package_dir: Path) -> str:
+    return ".".join(path.relative_to(package_dir).with_suffix("").parts)
+
+
+def answered_package() -> str:
+    """``package_name`` as the project's answers file records it (written by copier: one ``key: value`` a line)."""
+    found = re.search(r"^package_name:\s*['\"]?([\w]+)", Path(".copier-answers.yml").read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(".copier-answers.yml names no package_name: run this from the project's folder")
+    return found.group(1)
+
+
+def before(template: Path, version_from: str) -> None:
+    package = answered_package()
+    package_dir = Path("src") / package
+    stash = Path(git("rev-parse", "--git-dir").strip()) / STASH
+    shutil.rmtree(stash, ignore_errors=True)
+    stash.mkdir(parents=True)
+    kept: dict[str, str] = {}
+    for old, new in MOVES.items():
+        path = package_dir / f"{old}.py"
+        if not path.is_file():
+            continue
+        base = old_template_file(template, version_from, old)
+        mine = path.read_text()
+        if base is not None and mine == base:
+            continue  # not edited: copier removes it and writes the new file
+        target = package_dir / (new.replace(".", "/") + ".py")
+        (stash / f"{new}.mine").write_text(rewrite(mine, package, old, new))
+        if base is not None:
+            (stash / f"{new}.base").write_text(rewrite(base, package, old, new))
+        kept[new] = str(target)
+        git("rm", "--quiet", "--cached", "--", str(path))
+        path.unlink()
+    (stash / "moves.json").write_text(json.dumps(kept, indent=1))
+    # The user's own Python files (modules, tests, scripts): their imports follow the move in place. The
+    # template's own files are left to copier's merge, which brings their new imports.
+    template_files = old_template_files(template, version_from, package)
+    for path in Path(".").rglob("*.py"):
+        if ".git" in path.parts or path.as_posix() in template_files or not path.is_file():
+            continue
+        inside = package_dir in path.parents
+        text = path.read_text()
+        name = module_name(path, package_dir) if inside else None
+        new_text = rewrite(text, package, name, name)
+        if new_text != text:
+            path.write_text(new_text)
+            git("add", "--", str(path))
+    if kept:
+        print(f"moving {len(kept)} edited module(s) to the v0.2.0 layout: {', '.join(sorted(kept))}")
+
+
+def after() -> None:
+    stash = Path(git("rev-parse", "--git-dir").strip()) / STASH
+    if not (stash / "moves.json").is_file():
+        return
+    conflicts = []
+    for new, target in json.loads((stash / "moves.json").read_text()).items():
+        mine, base, path = stash / f"{new}.mine", stash / f"{new}.base", Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or not base.is_file():
+            shutil.copyfile(mine, path)  # nothing to merge with: the user's version, moved
+            continue
+        theirs = path.read_text()
+        work = path.with_name(path.name + ".mine")
+        shutil.copyfile(mine, work)
+        # merge-file writes into its first file: the user's version, with the template's change since the base.
+        files = [str(work), str(base), str(path)]
+        labels = ["-L", "before updating", "-L", "last update", "-L", "after updating"]
+        status = subprocess.run(["git", "merge-file", *labels, *files], capture_output=True, check=False).returncode
+        shutil.move(work, path)
+        if status:
+            conflicts.append(target)
+            record_conflict(target, mine.read_text(), base.read_text(), theirs)
+    shutil.rmtree(stash)
+    if conflicts:
+        print(f"moved modules with conflicts to resolve: {', '.join(conflicts)}")
+
+
+def record_conflict(path: str, mine: str, base: str, theirs: str) -> None:
+    """Mark ``path`` unmerged in the index, as copier and git merge do, so that ``git status`` and tools list it."""
+
+    def blob(text: str) -> str:
+        return subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], input=text, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    entries = [f"0 {'0' * 40}\t{path}"] + [
+        f"100644 {blob(text)} {stage}\t{path}" for stage, text in ((1, base), (2, mine), (3, theirs))
+    ]
+    subprocess.run(["git", "update-index", "--index-info"], input="\n".join(entries) + "\n", text=True, check=True)
+
+
+if __name__ == "__main__":
+    stage = sys.argv[1] if len(sys.argv) > 1 else ""
+    if stage == "before" and len(sys.argv) == 4:
+        before(Path(sys.argv[2]), sys.argv[3])
+    elif stage == "after":
+        after()
+    else:
+        raise SystemExit(__doc__)

@@ -1,0 +1,355 @@
+"""Checkpoint files: state_dicts and plain values only, written atomically (P7).
+
+The file-level mechanics: atomic writes, ``last.pt`` and the numbered files
+``train.keep_last`` keeps, safe reads, wrapper prefixes and the random
+generators' state. A checkpoint is a dict that loads with
+``torch.load(path, map_location="cpu", weights_only=True)``; which keys a run
+checkpoint holds (19 of them, ``format_version`` 1) is written down once, in
+``training/run_state.py``, beside the code that saves and restores them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import random
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+from .distributed import World, gather_objects, unwrap
+from .errors import UserError
+
+FORMAT_VERSION = 1
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename.
+
+    ``os.replace`` is atomic, so a crash leaves either the old file or the new
+    one, never half of one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` survive a power cut, not only a crash."""
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def link_atomically(source: Path, target: Path) -> None:
+    """Make ``target`` name the same finished file as ``source``, atomically.
+
+    A hard link costs no copy; where links are not supported, a copy is made.
+    Checkpoint files are never changed in place, so sharing one is safe.
+    """
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.link.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        with source.open("rb") as original, tmp.open("wb") as copy:
+            shutil.copyfileobj(original, copy)
+            copy.flush()
+            os.fsync(copy.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+
+
+def history(out_dir: Path) -> list[Path]:
+    """Older checkpoints kept by ``train.keep_last``, oldest first."""
+    return sorted(out_dir.glob("ckpt-e*-s*.pt"))
+
+
+def save_run_checkpoint(state: dict[str, Any], out_dir: Path, keep_last: int = 0) -> Path:
+    """Write ``out_dir/last.pt``; with ``keep_last`` > 0 keep that many older ones too.
+
+    The new file is complete on disk before any older one is removed, so a
+    run always has at least one intact checkpoint.
+    """
+    last = out_dir / "last.pt"
+    if keep_last <= 0:
+        save_checkpoint(state, last)
+        return last
+    numbered = out_dir / f"ckpt-e{state['epoch']:04d}-s{state['global_step']:08d}.pt"
+    save_checkpoint(state, numbered)
+    link_atomically(numbered, last)
+    for old in history(out_dir)[: -(keep_last + 1)]:
+        old.unlink()
+    return last
+
+
+def not_a_checkpoint(path: Path) -> str | None:
+    """What ``path`` is when it is something else a user may pass for a checkpoint: a run folder or an export.
+
+    Checked before ``torch.load``, whose own errors for these name another
+    problem ("not found", "holds Python objects", "corrupt").
+    """
+    if path.is_dir():
+        inside = [path / name for name in ("best.pt", "last.pt") if (path / name).is_file()]
+        found = (
+            f"pass a file in it, e.g. {' or '.join(map(str, inside))}" if inside else "it holds no best.pt or last.pt"
+        )
+        return f"checkpoint {path} is a folder, not a checkpoint file: {found}"
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if path.suffix.lower() == ".onnx" or head[:1] == b"\x08":  # an ONNX ModelProto starts with field 1, ir_version
+        return (
+            f"checkpoint {path} is an ONNX export, not a checkpoint: run it with onnxruntime (README, Export), "
+            "or pass the .pt file it was exported from"
+        )
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            if any(name.endswith("archive_format") for name in archive.namelist()):  # torch.export.save's layout
+                return (
+                    f"checkpoint {path} is a torch.export program (.pt2), not a checkpoint: load it with "
+                    "torch.export.load (README, Export), or pass the .pt file it was exported from"
+                )
+    return None
+
+
+def refused_objects(exc: Exception) -> str:
+    """The Python object PyTorch refused, named whole (its message is a paragraph about weights_only)."""
+    found = re.search(r"\bGLOBAL ([\w.]+)", str(exc))  # "Unsupported global: GLOBAL x.Y" or "unsupported GLOBAL x.y"
+    if found:
+        return f"a {found.group(1)}"
+    last = [line.strip() for line in str(exc).splitlines() if "WeightsUnpickler error" in line]
+    return last[0].split(":", 1)[1].strip().rstrip(".") if last else exc.__class__.__name__
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load on the CPU, refusing anything but tensors and plain types."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"checkpoint {path} not found: pass the path of a .pt file written by train")
+    other = not_a_checkpoint(path)
+    if other:
+        raise UserError(other)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UserError(
+            f"checkpoint {path} was refused: it holds Python objects, not only weights ({refused_objects(exc)}); "
+            "load only checkpoints you trust, re-saved as state_dicts"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as exc:
+        reason = exc.__class__.__name__
+        raise UserError(f"checkpoint {path} is truncated or corrupt ({reason}): use another file") from None
+    if not isinstance(state, dict):
+        raise UserError(f"checkpoint {path} holds a {type(state).__name__}, not a dict of state")
+    version = state.get("format_version", FORMAT_VERSION)
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise UserError(
+            f"checkpoint {path} has format {version}, newer than this code reads ({FORMAT_VERSION}): "
+            "update the project with `copier update`"
+        )
+    return state
+
+
+def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The unwrapped model's state_dict: no ``module.`` or ``_orig_mod.`` prefix."""
+    return unwrap(model).state_dict()
+
+
+def weights_of(state: dict[str, Any], extra_prefixes: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+    """The model's tensors from a checkpoint or a bare state_dict, without wrapper prefixes (P7).
+
+    DataParallel and DDP save ``module.``, ``torch.compile`` saves ``_orig_mod.``.
+    """
+    weights = dict(state["model"]) if isinstance(state.get("model"), dict) else dict(state)
+    for prefix in (*WRAPPER_PREFIXES, *extra_prefixes):
+        consume_prefix_in_state_dict_if_present(weights, prefix)
+    return weights
+
+
+def load_model_state(
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    source: str | Path = "checkpoint",
+    models: tuple[Any, Any] | None = None,
+) -> None:
+    """Load into the plain model, accepting a state_dict saved from a wrapper.
+
+    ``models``: the checkpoint's ``model`` config section and this run's, so
+    that a mismatch names the two models instead of listing tensor names.
+    """
+    state = weights_of(state)
+    target = unwrap(model).state_dict()
+    missing = sorted(set(target) - set(state))
+    unexpected = sorted(set(state) - set(target))
+    reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
+    if missing or unexpected or reshaped:
+        differences = model_differences(*models) if models else ""
+        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target)
+        fix = "use the model settings it was trained with" + (" (--set KEY=VALUE)" if differences else "")
+        raise UserError(f"{source} does not fit this model ({detail}): {fix}")
+    unwrap(model).load_state_dict(state)
+
+
+def model_differences(saved: Any, ours: Any) -> str:
+    """The model keys whose values differ, checkpoint's against this run's: model.name first."""
+    saved, ours = (dataclasses.asdict(m) if dataclasses.is_dataclass(m) else dict(m or {}) for m in (saved, ours))
+    keys = sorted((k for k in set(saved) & set(ours) if saved[k] != ours[k]), key=lambda k: (k != "name", k))
+    return "; ".join(f"model.{k} is {saved[k]!r} in the checkpoint, {ours[k]!r} in the config" for k in keys)
+
+
+def tensor_differences(
+    missing: list[str],
+    unexpected: list[str],
+    reshaped: list[str],
+    state: dict[str, torch.Tensor],
+    target: dict[str, torch.Tensor],
+) -> str:
+    """Counts and the first few whole names, so the message stays one readable line."""
+
+    def few(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    parts = [f"{len(missing)} tensor(s) missing: {few(missing)}"] if missing else []
+    parts += [f"{len(unexpected)} unexpected: {few(unexpected)}"] if unexpected else []
+    shapes = [f"{k} {list(state[k].shape)} in the file, {list(target[k].shape)} here" for k in reshaped]
+    parts += [f"{len(reshaped)} of another shape: {few(shapes)}"] if reshaped else []
+    return "; ".join(parts)
+
+
+def rng_state(cuda_devices: Sequence[int] = (), cuda_by_rank: list[list[torch.Tensor]] | None = None) -> dict[str, Any]:
+    """Every random generator the run draws from, as tensors and plain values.
+
+    Of the GPUs, those the training uses (the training device, and under
+    DataParallel each replica's GPU, whose dropout draws from its own
+    generator): the file then also resumes on a machine with another number
+    of GPUs. Under DDP each rank draws dropout from its own GPU's generator:
+    ``cuda_by_rank`` (``cuda_rng_by_rank``) holds every rank's, at its rank.
+    """
+    numpy_state = np.random.get_state()  # noqa: NPY002 - the global generator user code may draw from
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": {index: torch.cuda.get_rng_state(index) for index in cuda_devices} or None,
+        "cuda_by_rank": cuda_by_rank,
+        "numpy": [numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]],
+        "python": random.getstate(),
+    }
+
+
+def cuda_rng_by_rank(cuda_devices: Sequence[int], world: World) -> list[list[torch.Tensor]] | None:
+    """Under DDP on GPUs, every rank's CUDA generators (its GPUs' order), in rank order; else None.
+
+    A collective: every process calls it at the same point, before the main
+    process alone writes the checkpoint.
+    """
+    if not world.distributed or not cuda_devices:
+        return None
+    return gather_objects([torch.cuda.get_rng_state(index) for index in cuda_devices], world)
+
+
+def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = (), rank: int | None = None) -> None:
+    """Restore the generators ``rng_state`` saved; a GPU this run does not use keeps its own.
+
+    ``rank`` (under DDP) takes this rank's own CUDA generators from
+    ``cuda_by_rank``, matched by position: rank 1 trained on cuda:1 on one
+    machine resumes on cuda:0 of a second. Files without it (written before,
+    or by one process) restore the GPUs they name.
+    """
+    torch.set_rng_state(state["torch"])
+    by_rank = state.get("cuda_by_rank")
+    if rank is not None and by_rank is not None and rank < len(by_rank):
+        saved = dict(zip(cuda_devices, by_rank[rank], strict=False))  # this rank's GPUs, in the order it saved them
+    else:
+        saved = state.get("cuda")
+    if isinstance(saved, torch.Tensor):  # files of template 1.x: the training device's generator alone
+        saved = {cuda_devices[0]: saved} if cuda_devices else {}
+    for index, generator in (saved or {}).items():
+        if index in cuda_devices:
+            torch.cuda.set_rng_state(generator, index)
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy(), *rest))  # noqa: NPY002
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+def find_resume_state(resume: str | None, out_dir: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint to continue from, read; None for a fresh start.
+
+    ``auto``: ``out_dir/last.pt``, or, if that is damaged, the newest intact
+    checkpoint kept by ``train.keep_last``; a fresh start when there is none.
+    A path: that file, which must be intact.
+    """
+    if not resume:
+        return None
+    if resume != "auto":
+        path = Path(resume)
+        if not path.exists():  # a folder: read_checkpoint names the checkpoints inside it
+            raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
+        return path, read_checkpoint(path)
+    out_dir = Path(out_dir)
+    candidates = [p for p in [out_dir / "last.pt", *reversed(history(out_dir))] if p.is_file()]
+    for path in candidates:
+        try:
+            return path, read_checkpoint(path)
+        except UserError as exc:
+            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+    if candidates:
+        raise UserError(
+            f"no intact checkpoint in {out_dir}: set train.keep_last to keep older ones, "
+            "or start a new run in another train.out_dir"
+        )
+    return None
+
+
+def load_matching(model: nn.Module, path: str | Path) -> str:
+    """Fine-tuning start: copy the tensors whose names and shapes match; report the rest.
+
+    Meant for ``model.init_from``, where another class list or a changed head
+    is expected; resuming instead demands an exact fit.
+    """
+    weights = weights_of(read_checkpoint(path))
+    target = unwrap(model).state_dict()
+    matching = {k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}
+    if not matching:
+        raise UserError(f"model.init_from {path}: no tensor fits this model; check model.name")
+    unwrap(model).load_state_dict(matching, strict=False)
+    skipped = sorted(set(target) - set(matching))
+    shown = ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else "")
+    return f"initialized {len(matching)} of {len(target)} tensors from {path}" + (
+        f"; kept fresh: {shown}" if skipped else ""
+    )
+
+
+def load_scaler_state(scaler: torch.amp.GradScaler, state: dict[str, Any]) -> str | None:
+    """Resume the fp16 gradient scaler; a checkpoint written without fp16 has none, and it starts fresh.
+
+    Returns a note for the user in that case (GradScaler itself would stop with
+    "The source state dict is empty").
+    """
+    if scaler.is_enabled() and not state:
+        return "the checkpoint was trained without fp16: its gradient scaler starts fresh"
+    scaler.load_state_dict(state)
+    return None

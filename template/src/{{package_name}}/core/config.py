@@ -1,0 +1,353 @@
+"""Typed configuration: YAML file, then ``--set key=value`` overrides, then checks.
+
+Every key is written once, below: its type, its default, its allowed values
+and bounds (``option(...)``), and a line of help. The YAML file and the
+command line may only change values, and one generic check (``validate``,
+with ``config_rules.py``) applies every key's choices and bounds. A typo or a wrong type is refused
+with the nearest valid key, never silently ignored. (Written by hand rather
+than with OmegaConf so that every error is one line that names the fix.)
+
+The defaults that copier answers set (model, image size, optimizer and its
+learning rate, scheduler, precision) come from ``project_defaults.yaml``,
+rendered beside this file from the same answers as ``configs/default.yaml``.
+So the built-in defaults equal the generated ``configs/default.yaml``, and a
+partial ``--config`` file gets the project's defaults for the keys it leaves out.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import re
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import PACKAGE
+from .config_rules import check_value, coerce, option, options, rules
+from .errors import UserError
+
+CONFIG_VERSION = 1
+
+# Keys that moved to another section. A checkpoint written before the move is read with the key at its
+# new place; a config file or --set that names the old key is refused with the new name (copier update
+# rewrites the project's configs/*.yaml).
+MOVED = {"train.mixup_alpha": "data.mixup_alpha", "train.cutmix_alpha": "data.cutmix_alpha"}
+
+
+def _answered_defaults() -> dict[str, dict[str, Any]]:
+    """The copier answers' defaults, read from the package (so an installed wheel has them too)."""
+    text = resources.files(PACKAGE).joinpath("project_defaults.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+ANSWERED = _answered_defaults()
+
+
+@dataclass
+class DataConfig:
+    root: str = option("data/sample", "holds train/ and val/ in ImageFolder layout")
+    format: str = option("image", "image (ImageFolder) | npy (DatasetFolder of .npy arrays)", choices=("image", "npy"))
+    image_size: int = option(ANSWERED["data"]["image_size"], "square size the model sees", bounds="(0, inf)")
+    batch_size: int = option(32, "images per optimizer step", bounds="(0, inf)")
+    num_workers: int | str = option(
+        "auto",
+        "loader processes; 0 loads in the main process; auto: by CPU count",
+        choices=("auto",),
+        bounds="[0, inf)",
+    )
+    augment: bool = option(True, "random resized crop + horizontal flip for training")
+    flip: bool = option(True, "the horizontal flip of augment; false for text, digits, anything with a handedness")
+    crop_scale_min: float = option(0.5, "smallest area fraction kept by the random crop", bounds="(0, 1]")
+    eval_crop_ratio: float = option(
+        0.875, "evaluation resizes to image_size / ratio, then center-crops", bounds="(0, 1]"
+    )
+    cache: str = option(
+        "auto",
+        "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
+        choices=("auto", "none", "memory", "device"),
+    )
+    pipeline: str = option(
+        "auto",
+        "auto | batch: crop and flip whole batches on the device | sample: per image",
+        choices=("auto", "batch", "sample"),
+    )
+    on_bad_file: str = option(
+        "error",
+        "error: stop and name an unreadable file | skip: leave such files out, listed",
+        choices=("error", "skip"),
+    )
+    auto_augment: str = option(
+        "none",
+        "an augmentation policy after crop and flip",
+        choices=("none", "trivialaugment", "randaugment", "autoaugment"),
+    )
+    random_erasing: float = option(
+        0.0, "probability of erasing a random rectangle of each training image", bounds="[0, 1]"
+    )
+    sampler: str = option(
+        "uniform",
+        "uniform: each image once per epoch | balanced: classes drawn equally often",
+        choices=("uniform", "balanced"),
+    )
+    mixup_alpha: float = option(
+        0.0, "MixUp's Beta(alpha, alpha) on each training batch; 0 turns it off", bounds="[0, inf)"
+    )
+    cutmix_alpha: float = option(
+        0.0, "CutMix's Beta(alpha, alpha); 0 turns it off (both on: one of them per batch)", bounds="[0, inf)"
+    )
+
+
+@dataclass
+class ModelConfig:
+    name: str = option(ANSWERED["model"]["name"], "simple_cnn or a torchvision classifier (resnet18, ...)")
+    widths: list[int] = field(
+        default_factory=lambda: [32, 64, 128],
+        metadata=rules("simple_cnn: channels of each stage", bounds="(0, inf)", nonempty=True),
+    )
+    blocks_per_stage: int = option(2, "simple_cnn: conv blocks per stage", bounds="(0, inf)")
+    dropout: float = option(0.2, "dropout before the classification head", bounds="[0, 1)")
+    pretrained_weights: str | None = option(None, "local state_dict file; never downloaded")
+    init_from: str | None = option(None, "a checkpoint to fine-tune from: matching tensors only")
+    freeze_backbone: bool = option(False, "train the head only")
+    mean: list[float] = field(
+        default_factory=lambda: [0.485, 0.456, 0.406], metadata=rules("normalization mean, one value per channel")
+    )
+    std: list[float] = field(
+        default_factory=lambda: [0.229, 0.224, 0.225],
+        metadata=rules("normalization std, one value per channel", bounds="(0, inf)"),
+    )
+
+
+@dataclass
+class OptimConfig:
+    name: str = option(ANSWERED["optim"]["name"], "sgd (Nesterov momentum) | adamw", choices=("sgd", "adamw"))
+    lr: float = option(ANSWERED["optim"]["lr"], "peak learning rate of the head", bounds="(0, inf)")
+    momentum: float = option(0.9, "sgd only", bounds="[0, inf)")
+    weight_decay: float = option(
+        ANSWERED["optim"]["weight_decay"], "never applied to biases and norm parameters", bounds="[0, inf)"
+    )
+    backbone_lr_scale: float = option(1.0, "backbone lr = lr * scale; the head gets lr", bounds="[0, inf)")
+    scheduler: str = option(ANSWERED["optim"]["scheduler"], "after warmup: cosine | step", choices=("cosine", "step"))
+    warmup_epochs: float = option(1.0, "linear warmup, counted in optimizer steps", bounds="[0, inf)")
+    warmup_start_factor: float = option(0.1, "warmup starts at lr * factor", bounds="(0, 1]")
+    min_lr_ratio: float = option(0.0, "cosine ends at lr * ratio", bounds="[0, inf)")
+    step_epochs: int = option(5, "step: multiply by gamma every step_epochs", bounds="(0, inf)")
+    gamma: float = option(0.1, "step: the factor", bounds="(0, inf)")
+    label_smoothing: float = option(0.0, "cross-entropy label smoothing in training", bounds="[0, 1)")
+    class_weights: str = option(
+        "none", "none | balanced: the loss weighs each class by its inverse frequency", choices=("none", "balanced")
+    )
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = option(15, "epochs to train (the schedule spans them)", bounds="(0, inf)")
+    seed: int = option(0, "seeds the data order, augmentation, initialization and workers")
+    deterministic: bool = option(False, "deterministic algorithms, no cuDNN autotuning")
+    precision: str = option(
+        ANSWERED["train"]["precision"], "auto | fp32 | bf16 | fp16", choices=("auto", "fp32", "bf16", "fp16")
+    )
+    device: str = option("auto", "auto | cpu | cuda | cuda:N")
+    parallel: str = option(
+        "auto",
+        "auto (ddp under torchrun, else dp on several GPUs) | none | dp | ddp",
+        choices=("auto", "none", "dp", "ddp"),
+    )
+    channels_last: str = option(
+        "auto", "auto (on) | true | false: NHWC memory layout for convolutions", choices=("auto", "true", "false")
+    )
+    compile: bool = option(False, "torch.compile the model (before DDP wrapping); checkpoints stay unprefixed")
+    out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
+    log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
+    progress: bool = option(True, "tqdm bars (always off when stderr is not a terminal)")
+    grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
+    tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
+    mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")
+    checkpoint_every_steps: int = option(
+        0, "also write last.pt every K optimizer steps; 0: at epoch ends only", bounds="[0, inf)"
+    )
+    keep_last: int = option(
+        0, "older checkpoints kept beside last.pt, for a fallback if it is damaged", bounds="[0, inf)"
+    )
+    ema_decay: float = option(
+        0.0, "exponential moving average of the weights, evaluated and saved; 0 turns it off", bounds="[0, 1)"
+    )
+    accumulate_steps: int = option(1, "batches whose gradients add up before one optimizer step", bounds="(0, inf)")
+    early_stopping_patience: int = option(
+        0, "stop after this many epochs without val_acc improving; 0 never stops", bounds="[0, inf)"
+    )
+    early_stopping_min_delta: float = option(
+        0.0, "the least rise of val_acc that counts as improving", bounds="[0, inf)"
+    )
+    sync_batchnorm: bool = option(False, "under DDP on GPUs: batch-norm statistics over every process's batch")
+    collective_timeout: float = option(
+        300.0, "seconds a process waits for the others at a collective before it gives up", bounds="(0, inf)"
+    )
+
+
+@dataclass
+class Config:
+    version: int = option(CONFIG_VERSION, "config format version")
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only, so that checkpoints load with ``weights_only=True``."""
+        return dataclasses.asdict(self)
+
+
+def load_config(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    base: dict[str, Any] | None = None,
+) -> Config:
+    """Defaults, then ``base`` (e.g. a checkpoint's config), then each YAML file, later ones overriding
+    earlier ones key by key (a recipe over default.yaml), then ``--set`` overrides, then checks."""
+    # A checkpoint's config may predate a key's move: read its keys at their new places.
+    raw: dict[str, Any] = upgrade(copy.deepcopy(base)) if base is not None else {}
+    files = [paths] if isinstance(paths, str | Path) else list(paths or [])
+    for path in [Path(p) for p in files if str(p)]:  # "" stands for "no file": the defaults
+        merge(raw, read_yaml(path))
+    for item in overrides:
+        key, value = parse_override(item)
+        set_dotted(raw, key, value)
+    return config_from_dict(raw)
+
+
+def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
+    """Move keys named in ``MOVED`` to their new sections (a value already there wins)."""
+    for old, new in MOVED.items():
+        old_section, old_key = old.split(".")
+        new_section, new_key = new.split(".")
+        section = raw.get(old_section)
+        if isinstance(section, dict) and old_key in section:
+            value = section.pop(old_key)
+            raw.setdefault(new_section, {}).setdefault(new_key, value)
+    return raw
+
+
+CONFLICT_MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>)( |$)", re.MULTILINE)
+
+
+def read_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{what} {path} not found: pass --config with an existing YAML file")
+    text = path.read_text()
+    return yaml_mapping(text, path, what)
+
+
+def yaml_mapping(text: str, path: Path, what: str = "config file") -> dict[str, Any]:
+    """Parse YAML into a dict; a syntax error names ``path:line:column`` and the problem."""
+    marker = CONFLICT_MARKER.search(text)
+    if marker:
+        # Left by a merge (copier update, git): YAML would only say "could not find expected ':'".
+        line = text.count("\n", 0, marker.start()) + 1
+        raise UserError(
+            f"{what} {path} has unresolved merge conflict markers at line {line}: "
+            "keep one side of each conflict and delete the <<<<<<<, ======= and >>>>>>> lines"
+        )
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{what} {yaml_problem(path, exc)}: fix its syntax") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{what} {path} must hold a mapping of sections (data:, model:, ...)")
+    return raw
+
+
+def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """``path:line:column is not valid YAML (problem)``, in one line, from PyYAML's marks (1-based here)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or exc.__class__.__name__
+    context = getattr(exc, "context", None)
+    detail = f"{context}, {problem}" if context else problem
+    return f"{where} is not valid YAML ({' '.join(detail.split())})"
+
+
+def merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """Key by key: a later file changes the keys it names and keeps the others."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    config = _build(Config, raw, prefix="")
+    if config.version > CONFIG_VERSION:
+        raise UserError(
+            f"config version {config.version} is newer than this code understands ({CONFIG_VERSION}): "
+            "update the project with `copier update`"
+        )
+    validate(config)
+    return config
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {item!r} is malformed: use KEY=VALUE, e.g. --set optim.lr=0.01")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.strip(), value
+
+
+def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = raw
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"--set {key}: {part!r} is a value, not a section")
+        node = child
+    node[leaf] = value
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(raw, dict):
+        raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in hints:
+            if f"{prefix}{key}" in MOVED:
+                new = MOVED[f"{prefix}{key}"]
+                raise UserError(
+                    f"config key {prefix}{key} moved to {new}: write {new} instead "
+                    "(copier update rewrites the project's configs/*.yaml)"
+                )
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
+            raise UserError(f"unknown config key {prefix}{key}: {hint}")
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            values[key] = _build(kind, value, f"{prefix}{key}.")
+        else:
+            values[key] = coerce(value, kind, f"{prefix}{key}")
+    return cls(**values)
+
+
+def validate(config: Config) -> None:
+    """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together."""
+    for key, item, value in options(config):
+        problem = check_value(value, item.metadata)
+        if problem:
+            raise UserError(f"{key} {problem}")
+    model = config.model
+    if len(model.mean) != len(model.std) or not model.std:
+        raise UserError("model.mean and model.std need one value per channel, std > 0")

@@ -1,0 +1,97 @@
+"""Where a checkpoint came from: template version and answers, project commit, library versions, the data.
+
+Every checkpoint carries it, ``evaluate`` prints it in one line, and a resume
+compares the data's fingerprint: exactness needs the same files, so a change
+is reported (not refused: adding data to a run can be what you want).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[3]  # src/<package>/core/provenance.py -> the project folder
+
+
+def template_answers() -> dict[str, Any]:
+    """The copier answers the project was generated with (``_commit`` is the template version); {} if absent."""
+    answers = PROJECT / ".copier-answers.yml"
+    try:
+        loaded = yaml.safe_load(answers.read_text()) if answers.is_file() else {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {str(k): v for k, v in loaded.items() if isinstance(v, str | int | float | bool)} if loaded else {}
+
+
+def git_commit() -> dict[str, Any]:
+    """The project's commit and whether the work tree had changes; empty when it is no git repository."""
+    try:
+
+        def git(*args: str) -> str:
+            run = subprocess.run(["git", *args], cwd=PROJECT, capture_output=True, text=True, timeout=10, check=True)
+            return run.stdout.strip()
+
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def data_fingerprint(dataset: Any) -> dict[str, dict[str, Any]]:
+    """Per class: how many files, and a hash of their paths (relative to the split) and sizes."""
+    root = Path(dataset.root)
+    files: dict[str, list[str]] = {name: [] for name in dataset.classes}
+    for path, target in getattr(dataset, "samples", []):
+        relative = os.path.relpath(path, root)
+        files[dataset.classes[target]].append(f"{relative}\t{os.path.getsize(path)}")
+    return {
+        name: {"count": len(lines), "hash": hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]}
+        for name, lines in files.items()
+    }
+
+
+def provenance(train_set: Any, val_set: Any) -> dict[str, Any]:
+    return {
+        "template": template_answers(),
+        "git": git_commit(),
+        "torch": str(torch.__version__),  # a TorchVersion object would not load with weights_only=True
+        "torchvision": str(torchvision.__version__),
+        "data": {"train": data_fingerprint(train_set), "val": data_fingerprint(val_set)},
+    }
+
+
+def data_changes(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """What changed in the data since a checkpoint was written, in words; None when nothing did."""
+    added = removed = changed = 0
+    for split in ("train", "val"):
+        before, after = saved.get(split, {}), now.get(split, {})
+        for name in set(before) | set(after):
+            old, new = before.get(name, {"count": 0, "hash": ""}), after.get(name, {"count": 0, "hash": ""})
+            added += max(new["count"] - old["count"], 0)
+            removed += max(old["count"] - new["count"], 0)
+            changed += old["count"] == new["count"] and old["hash"] != new["hash"]
+    if not (added or removed or changed):
+        return None
+    parts = [f"{added} file(s) added", f"{removed} removed", f"{changed} class folder(s) with files changed"]
+    return ", ".join(parts)
+
+
+def one_line(record: dict[str, Any]) -> str:
+    """For ``evaluate``: template version, project commit, libraries, data size."""
+    if not record:
+        return "provenance: not recorded (a checkpoint from an older template)"
+    version = record.get("template", {}).get("_commit", "unknown")
+    git = record.get("git") or {}
+    commit = f"{git['commit'][:10]}{' (dirty)' if git.get('dirty') else ''}" if git else "no git"
+    train = record.get("data", {}).get("train", {})
+    images = sum(entry["count"] for entry in train.values())
+    return (
+        f"provenance: template {version}, project commit {commit}, torch {record.get('torch')}, "
+        f"torchvision {record.get('torchvision')}, trained on {images} images in {len(train)} classes"
+    )

@@ -1,0 +1,346 @@
+"""Folder datasets, transforms and loaders.
+
+Images stay uint8 from disk to device (4x less to copy than float32); the
+model converts and normalizes them with its own buffers (see models/classifier.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import multiprocessing
+from torch.utils.data import DataLoader, Dataset, Sampler
+from torchvision import datasets
+from torchvision.transforms import v2
+
+from .. import extensions
+from ..core.config import Config, DataConfig
+from ..core.device import select_device
+from ..core.distributed import World
+from ..core.errors import UserError
+from ..core.seeding import SeededSamples
+from .bad_files import (
+    Checked,
+    check_headers,
+    check_link_loops,
+    check_strays,
+    drop_unreadable,
+    extension_list,
+    listing,
+)
+from .cache import MemoryCache, keeps_in_memory
+from .gpu_decode import EncodedImages
+from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
+from .placement import choose, measured_facts
+from .samplers import ResumableSampler, ShardSampler, sample_weights
+
+NPY_EXTENSIONS = (".npy",)
+SPLITS = ("train", "val")
+
+
+def load_npy(path: str) -> np.ndarray:
+    """DatasetFolder loader for H x W x C (or H x W) arrays; pickles are refused."""
+    array = np.load(path, allow_pickle=False)
+    if array.ndim == 2:
+        array = np.repeat(array[:, :, None], 3, axis=2)
+    return array
+
+
+AUGMENT_POLICIES = {
+    "none": lambda: [],
+    "trivialaugment": lambda: [v2.TrivialAugmentWide()],
+    "randaugment": lambda: [v2.RandAugment()],
+    "autoaugment": lambda: [v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET)],
+}
+
+
+def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
+    """P1 + transforms v2: random crop, flip, policy and erasing for training, a fixed crop for evaluation.
+
+    Every random choice draws from torch's CPU generator, which ``SeededSamples``
+    seeds per sample: the policies compose with exact resume.
+    """
+    size = cfg.image_size
+    if train and cfg.augment:
+        erasing = [v2.RandomErasing(p=cfg.random_erasing)] if cfg.random_erasing > 0 else []
+        steps: list[Any] = [
+            v2.ToImage(),
+            v2.RandomResizedCrop(size, scale=(cfg.crop_scale_min, 1.0), antialias=True),
+            # data.flip=false: p=0 still draws its number, so every later random draw stays the same.
+            v2.RandomHorizontalFlip(p=0.5 if cfg.flip else 0.0),
+            *AUGMENT_POLICIES[cfg.auto_augment](),  # on uint8 images, as the policies were designed
+            *extensions.extra_train_transforms(),  # yours
+            *erasing,  # last, as in torchvision's references: it erases what the rest produced
+        ]
+    else:
+        # Pillow resizes and crops a decoded image (torchvision a .npy array): Pillow alone then gives a
+        # deployed model the pixels predict gives it (README, Export; torchvision's own kernel differs by 1).
+        fixed = [v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True), v2.CenterCrop(size)]
+        steps = [*fixed, v2.ToImage()] if cfg.format == "image" else [v2.ToImage(), *fixed]
+    return v2.Compose([*steps, v2.ToPureTensor()])
+
+
+def folder_dataset(
+    root: Path,
+    cfg: DataConfig,
+    train: bool,
+    allow_empty: bool = False,
+    progress: bool = False,
+    check_files: bool = True,
+) -> datasets.DatasetFolder:
+    """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
+
+    Grayscale, palette and RGBA images are converted to RGB by the loader.
+    ``check_files=False`` skips the per-file checks (stray files, image
+    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    """
+    npy = cfg.format == "npy"
+    extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
+    check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
+    check_class_folders(root, extensions, allow_empty)
+    if check_files:
+        check_strays(root, extensions, cfg.on_bad_file)
+    loader = Checked(load_npy if npy else datasets.folder.default_loader)
+    transform = build_transform(cfg, train)
+    if npy:
+        dataset = datasets.DatasetFolder(
+            str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
+        )
+    else:
+        dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
+    if cfg.on_bad_file == "skip":
+        drop_unreadable(dataset, progress)
+    elif not npy and check_files:
+        check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
+    return dataset
+
+
+def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:
+    """What ImageFolder needs, said in our words: one subfolder per class, each with at least one sample."""
+    example = f"{root}/<class name>/<file>, e.g. {root}/cat/0001.jpg and {root}/dog/0002.jpg"
+    classes = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+    if not classes:
+        raise UserError(f"{root} has no class folders: put the samples in one subfolder per class, as {example}")
+    if not allow_empty:  # val/ may lack a class: it is labelled with train/'s classes
+        empty = [folder.name for folder in classes if not has_sample(folder, extensions)]
+        if empty:
+            raise UserError(
+                f"class folder(s) {', '.join(empty)} in {root} hold no {extension_list(extensions)} files: "
+                f"put samples in every class folder, as {example}, or remove the empty ones"
+            )
+
+
+def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
+    """As ImageFolder counts: any file below the folder whose name ends in an accepted extension, in any case."""
+    return any(name.lower().endswith(extensions) for _, _, names in os.walk(folder, followlinks=True) for name in names)
+
+
+def build_datasets(
+    cfg: Config, progress: bool = False, world: World | None = None
+) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
+    """Train and val sets that share the training set's ``class_to_idx``.
+
+    A class missing from val/ must not shift the labels of the others, so val
+    is relabelled with the training indices. The per-file checks open every
+    file: under torchrun only local rank 0 makes them, once per node, while the
+    others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
+    reads every file on every rank: each needs the list).
+    """
+    world = world or World()
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
+    check_files = world.local_rank == 0
+    root = Path(cfg.data.root)
+    check_data_root(root)
+    train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress, check_files=check_files)
+    val_set = folder_dataset(
+        root / "val", cfg.data, train=False, allow_empty=True, progress=progress, check_files=check_files
+    )
+    if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
+        raise UserError(
+            f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
+            f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
+        )
+    align_classes(val_set, train_set.class_to_idx)
+    warn_missing_classes(val_set)
+    memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
+    # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
+    batches, device = batch_path(cfg.data), select_device(cfg.train.device, world.local_rank)
+    # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
+    image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
+    paths = [path for path, _ in train_set.samples]
+    placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory))
+    if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
+        train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
+    elif batches:  # training images as uint8 squares, cropped and flipped later per batch
+        workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
+        kept = placement.where in ("device", "memory")
+        train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
+    elif memory:
+        train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
+    train_set.placement = placement  # type: ignore[attr-defined]
+    if memory:
+        val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
+    return train_set, val_set
+
+
+def check_data_root(root: Path) -> None:
+    """data.root holds train/ and val/; the fix named depends on what the user pointed at."""
+    sample = root == Path(DataConfig.root)  # only the default sample path is made by sample-data
+    make_sample = f", or make the sample data with `sample-data {root}`" if sample else ""
+    if root.is_file():
+        raise UserError(f"data.root {root} is a file, not a folder: point it at the folder that holds train/ and val/")
+    if not root.is_dir():
+        raise UserError(
+            f"data.root {root} does not exist: point it at the folder that holds train/ and val/ "
+            f"(--set data.root=DIR){make_sample}"
+        )
+    if root.name in SPLITS and not all((root / split).is_dir() for split in SPLITS):
+        raise UserError(
+            f"data.root {root} is a {root.name}/ folder: set data.root to its parent, {root.parent}, "
+            "which holds train/ and val/"
+        )
+    for split in SPLITS:
+        if not (root / split).is_dir():
+            raise UserError(
+                f"{root / split} not found: data.root must hold train/ and val/, each with one folder per class "
+                f"({root}/train/<class name>/<file>){make_sample}"
+            )
+
+
+def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int]) -> None:
+    unknown = sorted(set(dataset.classes) - set(class_to_idx))
+    if unknown:
+        raise UserError(
+            f"{dataset.root} has classes that train/ lacks: {', '.join(unknown)}; add them to train/ or remove them"
+        )
+    own = dataset.classes
+    dataset.samples = [(path, class_to_idx[own[target]]) for path, target in dataset.samples]
+    dataset.imgs = dataset.samples
+    dataset.targets = [target for _, target in dataset.samples]
+    dataset.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
+    dataset.class_to_idx = dict(class_to_idx)
+
+
+def warn_missing_classes(dataset: datasets.DatasetFolder) -> list[str]:
+    """One line naming the training classes a split has no image of: its accuracy is silent about them."""
+    present = set(dataset.targets)
+    missing = [name for index, name in enumerate(dataset.classes) if index not in present]
+    if missing:
+        print(
+            f"warning: {dataset.root} has no images of {len(missing)} of the {len(dataset.classes)} classes: "
+            f"{listing(missing)}; val_acc does not measure them: move some of their images from train/ to "
+            f"{dataset.root}/<class name>/"
+        )
+    return missing
+
+
+def ignore_stop_signals(worker_id: int) -> None:
+    """Ctrl-C and SIGTERM are for the main process, which checkpoints and then stops the workers.
+
+    Because the workers ignore SIGTERM, multiprocessing's exit handler (which
+    ends daemon children with SIGTERM and then joins them) would wait for
+    persistent workers forever: ``stop_workers`` ends them first.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def stop_workers(loader: DataLoader) -> None:
+    """End a loader's persistent workers now, on every way out of a run (done, error, stop).
+
+    DataLoader has no public call for this; dropping its iterator runs the
+    iterator's own shutdown (a sentinel to each worker, then join), which the
+    workers obey whatever signals they ignore.
+    """
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None:
+        # Only a multi-process iterator has workers to end; a single-process one holds nothing.
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        loader._iterator = None
+
+
+def worker_start(workers: int) -> Any:
+    """How loader workers start: forked, except in a process whose process group is initialized (DDP).
+
+    A fork copies the calling thread alone; a thread of the process group (gloo,
+    NCCL) that holds a lock at that instant leaves the worker waiting for it
+    forever (seen: a validation worker of a 2-rank gloo run, hung inside
+    os.fork). There, workers fork from a forkserver instead: a process started
+    by fork and exec, single-threaded, with this package preloaded so that each
+    worker starts warm. The dataset, its transforms (``extensions.py``'s too)
+    and the loader's functions then travel by pickle; tensors go through shared
+    memory. Seeds come from (seed, epoch, index) as before: resume stays exact.
+    """
+    if workers == 0 or not (dist.is_available() and dist.is_initialized()):
+        return None  # the default: fork, and memory caches shared copy-on-write
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # read when the forkserver starts, at the first worker
+    return context
+
+
+def loader_workers(setting: int | str, world: World) -> int:
+    """``auto``: the CPU cores this process can spare beyond two for the model's own threads, at most 8.
+
+    On a 2-core machine that is 0: loading in the main process beats workers
+    that compete with the model for the same cores (benchmarks/throughput.py).
+    """
+    if setting != "auto":
+        return int(setting)
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(8, cores // max(processes, 1) - 2))
+
+
+def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> Sampler:
+    """Training: the resumable (seed, epoch) order, balanced draws with ``data.sampler``; evaluation: file order.
+
+    Under torchrun each process gets its own shard (P14).
+    """
+    if not train:
+        return ShardSampler(len(dataset), world)  # type: ignore[arg-type]
+    weights = sample_weights(dataset) if cfg.data.sampler == "balanced" else None
+    return ResumableSampler(dataset, cfg.train.seed, world, weights)  # type: ignore[arg-type]
+
+
+def build_loader(
+    dataset: Dataset,
+    cfg: Config,
+    device: torch.device,
+    train: bool,
+    world: World | None = None,
+    persistent: bool = False,
+) -> DataLoader:
+    """Training batches in the resumable (seed, epoch) order; evaluation in file order.
+
+    Under torchrun each process loads its own shard (P14); ``data.batch_size``
+    is per process. ``persistent`` keeps the workers between passes (a
+    training run's epochs); whoever asks for it calls ``stop_workers`` at the end.
+    How the training batches then reach the device is ``batches.TrainingBatches.build``'s choice.
+    """
+    world = world or World()
+    workers = loader_workers(cfg.data.num_workers, world)
+    sampler = build_sampler(dataset, cfg, world, train)
+    squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
+    return DataLoader(
+        SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
+        batch_size=cfg.data.batch_size,
+        collate_fn=keep_batch if squares else None,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=persistent and workers > 0,
+        drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
+        worker_init_fn=ignore_stop_signals,
+        multiprocessing_context=worker_start(workers),
+        # Each worker's torch, random and NumPy seeds derive from this generator
+        # (DataLoader seeds all three), so workers never repeat each other's draws.
+        generator=torch.Generator().manual_seed(cfg.train.seed),
+    )

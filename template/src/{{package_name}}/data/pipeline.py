@@ -1,0 +1,178 @@
+"""``data.pipeline``: the way training images take from their files to the model.
+
+``sample``: torchvision's transforms run per image in the loader, each seeded
+by (seed, epoch, index); every augmentation is possible there.
+``batch``: each image is decoded once to a uint8 square (the evaluation
+resize, center-cropped to a square), in the loader or once for the whole run
+(``data.cache: memory``); random crops and flips are then made for the whole
+batch on the training device (``augment.py``). On a few CPU cores this is the
+difference between feeding the model and starving it (benchmarks/throughput.py).
+``auto`` takes ``batch`` whenever it gives the same recipe.
+Evaluation images take the per-sample path either way: their pixels do not change.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision import datasets
+from torchvision.transforms.v2 import functional as TF
+from tqdm import tqdm
+
+from .. import extensions
+from ..core.config import DataConfig
+from ..core.errors import UserError
+from .cache import refuse_if_too_big
+
+# TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
+CODEC_DECODED = (".png", ".jpg", ".jpeg")
+FILL_BATCH = 64  # images per batch while data.cache fills
+
+
+def per_sample_reason(cfg: DataConfig) -> str | None:
+    """What only the per-sample path can apply; None when the batch path gives the same recipe."""
+    if cfg.format != "image":
+        return f"data.format={cfg.format}"
+    if getattr(cfg, "auto_augment", "none") != "none":
+        return f"data.auto_augment={cfg.auto_augment}"
+    if getattr(cfg, "random_erasing", 0.0) > 0:
+        return f"data.random_erasing={cfg.random_erasing}"
+    if cfg.augment and extensions.extra_train_transforms():
+        return "extensions.extra_train_transforms()"
+    return None
+
+
+def batch_path(cfg: DataConfig) -> bool:
+    """Whether training images take the batch path; ``batch`` with a per-sample recipe is refused."""
+    if cfg.pipeline == "sample":
+        return False
+    reason = per_sample_reason(cfg)
+    if reason and cfg.pipeline == "batch":
+        raise UserError(f"data.pipeline=batch cannot apply {reason}, which works per image: set data.pipeline=auto")
+    return reason is None
+
+
+def on_batch_path(dataset: Dataset) -> bool:
+    """Whether ``build_datasets`` put this training set on the batch path: ``batch_path``'s decision, read back."""
+    return isinstance(dataset, SquareImages)
+
+
+def square_side(cfg: DataConfig) -> int:
+    return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
+
+
+@functools.cache
+def codec_decoder() -> Callable[..., torch.Tensor] | None:
+    """TorchCodec's image decoder (the ``decode`` extra), or None where it is not installed or does not load.
+
+    Imported on first use: the import takes a while and a project without the
+    extra never pays for it. A TorchCodec built for another torch fails to load
+    its native library (an OSError or RuntimeError): Pillow then decodes.
+    """
+    try:
+        from torchcodec.decoders import decode_image
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return decode_image
+
+
+def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
+    """uint8 (3, H, W): TorchCodec for PNG and JPEG where installed, else (and for what it refuses) Pillow.
+
+    Not torchvision.io: torchvision 0.29 deprecated its decoders in favour of
+    TorchCodec, which wraps the same libjpeg-turbo and libpng; benchmarks/decoders.py
+    measures both against Pillow.
+    """
+    decode = codec_decoder()
+    if decode is not None and path.lower().endswith(CODEC_DECODED):
+        try:
+            image = decode(path, mode="RGB")
+            if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: Pillow converts it as before
+                return image
+        except (RuntimeError, ValueError):
+            pass  # e.g. a damaged file: the Pillow loader reads it or stops with its name
+    return TF.pil_to_tensor(fallback(path))
+
+
+def square(image: torch.Tensor, side: int) -> torch.Tensor:
+    """A decoded image as the batch path keeps it, on whichever device it is."""
+    image = TF.resize(image, [side], antialias=True)  # shorter side, exactly as evaluation resizes
+    return TF.center_crop(image, [side, side])
+
+
+class SquareImages(Dataset):
+    """A folder's training images as uint8 squares, decoded when asked; whole batches at once.
+
+    Keys are the sampler's (epoch, index, draw): nothing random happens here.
+    """
+
+    def __init__(self, folder: datasets.DatasetFolder, side: int) -> None:
+        self.samples, self.loader, self.side = list(folder.samples), folder.loader, side
+        self.targets = list(folder.targets)
+        self.classes, self.class_to_idx, self.root = folder.classes, folder.class_to_idx, folder.root
+        self.labels = torch.as_tensor(self.targets, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def image(self, index: int) -> torch.Tensor:
+        return square(decode_rgb(self.samples[index][0], self.loader), self.side)
+
+    def __getitem__(self, key: int | tuple[int, int, int]) -> tuple[torch.Tensor, int]:
+        index = key if isinstance(key, int) else key[1]  # an index, or the training sampler's key
+        return self.image(index), self.targets[index]
+
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """DataLoader asks for a whole batch at once: one stacked uint8 tensor, no per-sample collation."""
+        indices = [key[1] for key in keys]
+        return torch.stack([self.image(index) for index in indices]), self.labels[indices]
+
+
+class SquareCache(SquareImages):
+    """``data.cache: memory`` on the batch path: every square decoded once, in one uint8 tensor.
+
+    3 x side x side bytes per image: 15,987 at image_size 64 (side 73), 196,608 at 224 (side 256).
+    """
+
+    def __init__(self, folder: datasets.DatasetFolder, side: int, workers: int = 0, progress: bool = False) -> None:
+        super().__init__(folder, side)
+        refuse_if_too_big(len(self.samples) * 3 * side * side)
+        self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
+        streamed = SquareImages(folder, side)  # decoded by as many loader processes as training would use
+        keys = [(0, index, index) for index in range(len(self.samples))]
+        # Its own generator: a DataLoader draws its workers' base seed from torch's global one otherwise, and the
+        # model's initial weights, drawn after, would then depend on whether the images were cached.
+        batches = DataLoader(
+            streamed,
+            batch_size=FILL_BATCH,
+            sampler=keys,
+            num_workers=workers,
+            collate_fn=keep_batch,
+            generator=torch.Generator().manual_seed(0),
+        )
+        starts = range(0, len(keys), FILL_BATCH)
+        for start, (images, _) in zip(starts, tqdm(batches, "caching", disable=not progress), strict=True):
+            self.images[start : start + len(images)] = images
+
+    def image(self, index: int) -> torch.Tensor:
+        return self.images[index]
+
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        indices = torch.as_tensor([key[1] for key in keys])
+        return self.images[indices], self.labels[indices]  # one gather for the whole batch
+
+
+def square_images(
+    folder: datasets.DatasetFolder, cfg: DataConfig, memory: bool, workers: int = 0, progress: bool = False
+) -> SquareImages:
+    side = square_side(cfg)
+    return SquareCache(folder, side, workers, progress) if memory else SquareImages(folder, side)
+
+
+def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The DataLoader's collate_fn for ``SquareImages``, whose batches come stacked already."""
+    return batch

@@ -1,0 +1,103 @@
+"""``data.cache``: where the decoded training images live, decided once from measured facts.
+
+One rule for ``auto``, in this order:
+
+1. ``device``: the uint8 squares of the batch path, kept in the training
+   device's memory when they take at most ``DEVICE_SHARE`` of its free memory
+   (``torch.cuda.mem_get_info``). Batches are then gathered there: no loader,
+   no host-to-device copy, crops and flips on the device (as airbench does).
+2. ``memory``: decoded once into this machine's memory when they take at most
+   ``cache.AUTO_SHARE`` of it; batches are gathered on the host and copied.
+3. ``gpu-decode``: on CUDA, when every training file is a JPEG and TorchCodec
+   loads: the loader reads bytes, nvJPEG decodes each batch on the GPU
+   (``gpu_decode.py``).
+4. ``stream``: decoded batch by batch in the loader, every epoch.
+
+``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
+memory. ``data.cache: device`` asks for it on any device (on the CPU that is
+how the tests prove it gives the batches of the streamed path). The choice is
+printed in one line at start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..core.errors import UserError
+from .cache import AUTO_SHARE
+from .gpu_decode import decodes_on_gpu
+
+DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What the choice depends on, measured at start (tests set them by hand)."""
+
+    setting: str  # data.cache: auto | none | memory | device
+    images: int  # training images (val is evaluated per sample)
+    image_bytes: int  # one decoded image: 3 x side x side uint8 on the batch path
+    batch_path: bool  # uint8 squares (pipeline.batch_path); the per-sample path caches PIL-sized images on the host
+    device: str  # "cpu", "cuda:0", ...
+    device_free: int | None  # free bytes on a CUDA device; None on the CPU
+    host_fits: bool  # cache.keeps_in_memory: the images fit the host's share (they are decoded there first)
+    gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec, every training file a JPEG
+
+
+@dataclass(frozen=True)
+class Placement:
+    where: str  # device | memory | gpu-decode | stream
+    line: str  # what is printed at start
+
+
+def mib(count: int) -> str:
+    return f"{count / 2**20:,.0f} MB" if count < 2**30 else f"{count / 2**30:,.1f} GB"
+
+
+def choose(facts: DataFacts) -> Placement:
+    """The one rule (module docstring); an explicit ``device`` that cannot hold the images is refused."""
+    total = facts.images * facts.image_bytes
+    decoded = f"data: {facts.images} images decoded once"
+    on_cuda = facts.device.startswith("cuda") and facts.device_free is not None
+    # Decoded on the host first, then copied over once: auto asks for room on both.
+    fits_device = on_cuda and facts.host_fits and total <= DEVICE_SHARE * facts.device_free  # type: ignore[operator]
+    if facts.setting == "device":
+        if not facts.batch_path:
+            raise UserError(
+                "data.cache=device keeps the uint8 squares of the batch path, which this recipe cannot take: "
+                "use data.cache=memory or auto"
+            )
+        if on_cuda and total > DEVICE_SHARE * facts.device_free:  # type: ignore[operator]
+            raise UserError(
+                f"data.cache=device would hold {mib(total)} of images on {facts.device}, more than "
+                f"{DEVICE_SHARE:.0%} of its {mib(facts.device_free or 0)} free: use data.cache=memory or auto"
+            )
+    if facts.setting == "device" or (facts.setting == "auto" and facts.batch_path and fits_device):
+        free = f" of {mib(facts.device_free)} free" if facts.device_free is not None else ""
+        return Placement("device", f"{decoded}, kept on {facts.device} ({mib(total)}{free}); batches gathered there")
+    # data.cache=memory, or auto within the host's share (cache.keeps_in_memory).
+    if facts.host_fits and facts.setting != "none":
+        return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process)")
+    why = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
+    if facts.gpu_decode and facts.batch_path:  # what does not fit is decoded where the CPU is not the bottleneck
+        line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
+        return Placement("gpu-decode", line)
+    return Placement("stream", f"data: {facts.images} images decoded every epoch in the loader ({why})")
+
+
+def device_free_memory(device: torch.device) -> int | None:
+    """Free bytes on a CUDA device (``torch.cuda.mem_get_info``); None for any other device."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return free
+
+
+def measured_facts(
+    setting: str, paths: list[str], image_bytes: int, batch: bool, device: torch.device, host_fits: bool
+) -> DataFacts:
+    """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
+    free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
+    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu)

@@ -1,0 +1,111 @@
+"""Pictures of a run with matplotlib (an optional dependency, the ``plots`` extra).
+
+``plot_curves`` draws the training curves from ``metrics.jsonl`` rows;
+``plot_confusion`` draws the confusion matrix that ``evaluate`` counts.
+Figures are made with the object API on the Agg backend: no display needed,
+no global pyplot state left behind.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..core.optional import require
+
+CURVE_PANELS = (
+    ("Loss", "cross-entropy", (("train_loss", "train"), ("val_loss", "val"))),
+    ("Accuracy", "top-1 accuracy (%)", (("train_acc", "train"), ("val_acc", "val"))),
+    ("Learning rate", "learning rate", (("lr", "lr"),)),
+)
+
+
+def new_figure(width: float, height: float) -> Any:
+    matplotlib = require("matplotlib", "plots", "drawing pictures")
+    if "matplotlib.pyplot" not in sys.modules:  # a notebook's own backend (and its figures) is left alone
+        matplotlib.use("Agg")  # files only, never a window
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=120, layout="constrained")
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | Path, resumed_at: Sequence[float] = ()) -> Path:
+    """Loss (train and val), accuracy and learning rate by epoch, side by side, saved as a PNG.
+
+    ``rows`` are ``metrics.jsonl`` objects with ``epoch`` and any of
+    ``train_loss``, ``val_loss``, ``train_acc``, ``val_acc`` (fractions) and
+    ``lr``; a missing key leaves its line out. ``resumed_at`` (epochs,
+    fractional inside an epoch) are drawn as dotted lines: a jump there may be
+    the resume's doing (e.g. a schedule reshaped by a larger ``train.epochs``).
+    """
+    figure = new_figure(15, 4.2)
+    from matplotlib.ticker import MaxNLocator
+
+    axes = figure.subplots(1, len(CURVE_PANELS))
+    for ax, (title, ylabel, series) in zip(axes, CURVE_PANELS, strict=True):
+        for key, label in series:
+            points = [(row["epoch"], row[key]) for row in rows if row.get(key) is not None]
+            if not points:
+                continue
+            epochs, values = zip(*points, strict=True)
+            scale = 100 if key.endswith("_acc") else 1
+            marker = "o" if len(epochs) <= 50 else None  # dots for each epoch while they stay apart
+            ax.plot(epochs, [scale * v for v in values], marker=marker, markersize=4, label=label)
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if len(ax.lines) > 1:
+            ax.legend()
+    for ax in axes:
+        for number, epoch in enumerate(resumed_at):
+            ax.axvline(epoch, color="grey", linestyle=":", label="resumed" if number == 0 else None)
+        if resumed_at:
+            ax.legend()
+    losses = [v for line in axes[0].lines[: len(axes[0].lines) - len(resumed_at)] for v in line.get_ydata()]
+    if losses and min(losses) > 0 and max(losses) / min(losses) > 20:
+        axes[0].set_yscale("log")  # an early spike (e.g. batch-norm statistics at the peak lr) would flatten the rest
+    axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    figure.suptitle("Training curves")
+    return save(figure, path)
+
+
+def plot_confusion(matrix: torch.Tensor | Sequence[Sequence[int]], classes: Sequence[str], path: str | Path) -> Path:
+    """The confusion matrix (rows: true class, columns: predicted) with counts in the cells, as a PNG.
+
+    Colour shows each row's share, so that a rare class's errors stand out as
+    much as a frequent one's.
+    """
+    counts = torch.as_tensor(matrix, dtype=torch.long).cpu()
+    shares = counts / counts.sum(1, keepdim=True).clamp(min=1)
+    size = max(4.5, 0.55 * len(classes) + 2.5)
+    figure = new_figure(size + 1.2, size)
+    ax = figure.subplots()
+    image = ax.imshow(shares.numpy(), cmap="Blues", vmin=0, vmax=1)
+    figure.colorbar(image, ax=ax, label="share of the true class", shrink=0.8)
+    ticks = range(len(classes))
+    ax.set_xticks(ticks, labels=classes, rotation=45, ha="right", rotation_mode="anchor")
+    ax.set_yticks(ticks, labels=classes)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    if len(classes) <= 30:  # beyond that the numbers would not fit in the cells
+        for row, (line, share_line) in enumerate(zip(counts.tolist(), shares.tolist(), strict=True)):
+            for column, (value, share) in enumerate(zip(line, share_line, strict=True)):
+                colour = "white" if share > 0.5 else "black"
+                ax.text(column, row, str(value), ha="center", va="center", color=colour, fontsize=9)
+    total = int(counts.sum())
+    accuracy = float(counts.diag().sum()) / max(total, 1)
+    ax.set_title(f"Confusion matrix: {total} images, top-1 {100 * accuracy:.1f}%")
+    return save(figure, path)
+
+
+def save(figure: Any, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path

@@ -1,0 +1,238 @@
+"""Where a run's numbers and pictures go: metrics.jsonl, curves.png, train_batch.png, TensorBoard, MLflow.
+
+Each destination is an ``Output`` with the same few methods, and
+``build_outputs`` makes the list from the config; the trainer calls the list
+and names no backend. A new logger is one class here and one line in
+``build_outputs``. Only the main process writes: on the others the list is empty.
+
+The calls, in the order a run makes them: ``start`` once after the
+checkpoint is restored (or a fresh run begins), ``begin`` once the run knows
+where it stands, ``images`` with the first step's batch, ``record`` before
+each epoch's checkpoint and ``epoch`` after it, ``close`` on every way out
+(``FINISHED``, ``KILLED`` when stopped to be resumed, ``FAILED``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..core.config import Config
+from .reporting import MetricsLog, draw_curves, save_sample_grid, target_labels
+from .tensorboard_log import TensorBoardLog
+from .tracking import MlflowRun, enabled
+
+CURVES_EVERY = 30.0  # seconds between drawings of curves.png; the first and last epochs always draw
+
+
+class Output:
+    """One destination; each method does nothing unless a destination needs it."""
+
+    run_id: str | None = None  # a tracking run (MLflow) that a resumed run continues: saved in checkpoints
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        """The run starts: fresh, or resumed at ``resumed_at`` epochs (fractional inside an epoch; None for a
+        run with nothing left to train), from a checkpoint of ``completed`` epochs."""
+
+    def begin(self, epoch: int) -> None:
+        """The run goes on after ``epoch`` completed epochs (or ends there, with nothing left to train): rows of
+        later epochs are not the run's, and those it trains will be written again."""
+
+    def record(self, row: dict[str, Any]) -> None:
+        """An epoch's metrics row, before its checkpoint is written: for records a resume truncates (``begin``).
+
+        A crash between the two then leaves a row past the checkpoint, which the resumed run drops and writes
+        again; the other order would leave a checkpoint whose row is never written."""
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        """An epoch's metrics row, after its checkpoint is written (logged once: never for an epoch trained
+        again); the lr of each parameter group."""
+
+    def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        """A batch as the model sees it (mixed, when mixing), with its labels (soft, when mixing)."""
+
+    def close(self, status: str) -> None:
+        """The run ends; ``status`` is FINISHED, KILLED or FAILED."""
+
+
+class MetricsOutput(Output):
+    """``metrics.jsonl``, one row per epoch, and ``resumes.jsonl``: where the run was resumed."""
+
+    def __init__(self, log: MetricsLog) -> None:
+        self.log = log
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        if resumed_at is not None:
+            self.log.mark_resume(resumed_at)
+
+    def begin(self, epoch: int) -> None:
+        self.log.truncate_after(epoch)  # rows of epochs this run will train again (and one a crash left ahead)
+
+    def record(self, row: dict[str, Any]) -> None:
+        self.log.append(row)
+
+
+class CurvesOutput(Output):
+    """``curves.png``: a drawing costs 0.2 s, so at most every ``CURVES_EVERY`` seconds, at the last epoch and at
+    the end; it then shows every epoch the run finished, however it ended."""
+
+    def __init__(self, log: MetricsLog, path: Path, epochs: int) -> None:
+        self.log, self.path, self.epochs = log, path, epochs
+        self.drawn, self.stale = -math.inf, False  # when it was last drawn (never yet), and whether rows came since
+        self.note: str | None = None
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        # A resumed run draws at its end, even with nothing to train: a kill may have come before the last drawing.
+        self.stale = completed > 0
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        self.stale = True
+        last = row["epoch"] == self.epochs or "stop_reason" in row  # drawn before MLflow takes the files
+        if last or time.perf_counter() - self.drawn >= CURVES_EVERY:
+            self.draw()
+
+    def close(self, status: str) -> None:
+        if self.stale:
+            self.draw()
+
+    def draw(self) -> None:
+        self.drawn, self.stale = time.perf_counter(), False
+        note = draw_curves(self.log.rows(), self.path, self.log.resumes())
+        if note and not self.note:  # said once: matplotlib is missing
+            self.note = note
+            print(f"note: no curves.png: {note}", flush=True)
+
+
+class GridOutput(Output):
+    """P15: ``train_batch.png``, the first batch as the model sees it, each image labelled with its class."""
+
+    def __init__(self, path: Path, classes: Sequence[str]) -> None:
+        self.path, self.classes = path, classes
+
+    def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        save_sample_grid(images, self.path, target_labels(targets, self.classes))  # soft labels: both classes
+
+
+class TensorBoardOutput(Output):
+    """``train.tensorboard``: scalars per epoch, the batch picture and the config, in ``out_dir/tensorboard``.
+
+    A kill in the instant between an epoch's checkpoint and its scalars loses that epoch's point here (the
+    events hold no learning rates per group to rebuild it from); metrics.jsonl and MLflow keep it."""
+
+    def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
+        self.board = TensorBoardLog(out_dir, config)
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        self.board.epoch(row, learning_rates)
+
+    def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        self.board.batch(images)
+
+    def close(self, status: str) -> None:
+        self.board.close()
+
+
+class MlflowOutput(Output):
+    """``train.mlflow``: one MLflow run per training run; each row once, at its epoch's end; the files at the end.
+
+    A checkpoint's run id continues that run (a resumed run never logs an
+    epoch twice); otherwise a new run starts, and its id goes into every
+    checkpoint from then on (``run_id``, asked by ``RunState.save``).
+    """
+
+    def __init__(self, config: dict[str, Any], name: str, out_dir: Path, log: MetricsLog) -> None:
+        self.config, self.name, self.out_dir, self.log = config, name, out_dir, log
+        self.run: MlflowRun | None = None
+
+    @property  # type: ignore[override]
+    def run_id(self) -> str | None:
+        return self.run.run_id if self.run is not None else None
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        self.run = MlflowRun.start(self.config, run_id, name=self.name)
+        # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
+        print(self.run.where(continued=run_id == self.run.run_id), flush=True)
+        # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
+        # checkpointed epochs the run lacks are logged now, in one batch (those it has are skipped, a row ahead
+        # of the checkpoint waits). MLflow turned on at a resume gets the run's earlier epochs so too.
+        self.run.epochs([row for row in self.log.rows() if row["epoch"] <= completed])
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        if self.run is not None:
+            self.run.epoch(row)
+
+    def close(self, status: str) -> None:
+        if self.run is not None:
+            self.run.log_files(self.out_dir)
+            self.run.finish(status)
+
+
+class Outputs:
+    """The list the trainer talks to: each call goes to every output, in order."""
+
+    def __init__(self, outputs: Sequence[Output], pictures_wanted: bool) -> None:
+        self.outputs = list(outputs)
+        self.pictures_wanted = pictures_wanted  # once per run folder: a resumed run keeps the first picture
+        self.resumed_run_id: str | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        """The tracking run to save in checkpoints; without tracking here, the one the checkpoint held (kept)."""
+        return next((output.run_id for output in self.outputs if output.run_id), self.resumed_run_id)
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        self.resumed_run_id = run_id
+        for output in self.outputs:
+            output.start(resumed_at, run_id, completed)
+
+    def begin(self, epoch: int) -> None:
+        for output in self.outputs:
+            output.begin(epoch)
+
+    def record(self, row: dict[str, Any]) -> None:
+        for output in self.outputs:
+            output.record(row)
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        for output in self.outputs:
+            output.epoch(row, learning_rates)
+
+    def images(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        """Called at every optimizer step; only the first one of a run folder makes pictures (cheap otherwise)."""
+        if not self.pictures_wanted:
+            return
+        for output in self.outputs:
+            output.images(images, targets)
+        self.pictures_wanted = False
+
+    def close(self, status: str) -> None:
+        """Every output is closed, even when one fails (the first failure is raised after)."""
+        failure: Exception | None = None
+        for output in self.outputs:
+            try:
+                output.close(status)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+def build_outputs(cfg: Config, is_main: bool, classes: Sequence[str]) -> Outputs:
+    """The outputs the config asks for, in the order they are called; none on the processes that do not write."""
+    if not is_main:
+        return Outputs([], pictures_wanted=False)
+    out_dir = Path(cfg.train.out_dir)
+    log = MetricsLog(out_dir / "metrics.jsonl")
+    # curves.png comes before MLflow, whose close takes the run's files as they are then.
+    outputs: list[Output] = [MetricsOutput(log), CurvesOutput(log, out_dir / "curves.png", cfg.train.epochs)]
+    outputs.append(GridOutput(out_dir / "train_batch.png", classes))
+    if cfg.train.tensorboard:
+        outputs.append(TensorBoardOutput(out_dir, cfg.to_dict()))
+    if enabled(cfg.train.mlflow):
+        outputs.append(MlflowOutput(cfg.to_dict(), cfg.train.out_dir, out_dir, log))
+    return Outputs(outputs, pictures_wanted=not (out_dir / "train_batch.png").exists())

@@ -1,0 +1,197 @@
+"""One optimizer step, one evaluation pass, and the running sums of an epoch.
+
+Loss and accuracy are summed on the device; the host waits for the device
+(``.item()``) only at the logging interval and at the epoch's end (P5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
+from tqdm import tqdm
+
+from ..core.config import TrainConfig
+from ..core.device import Compute
+from ..core.distributed import World, sum_across
+
+
+@dataclass
+class Optimization:
+    """What an optimizer step updates besides the weights; a checkpoint saves each one's state."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: LRScheduler
+    scaler: torch.amp.GradScaler
+    criterion: nn.Module
+
+
+def train_step(
+    model: nn.Module,
+    images: torch.Tensor,
+    targets: torch.Tensor,
+    parts: Optimization,
+    compute: Compute,
+    cfg: TrainConfig,
+    update: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward under autocast, backward through the scaler; with ``update``, clip and take the optimizer step.
+
+    With ``train.accumulate_steps`` N, gradients of N batches add up (each
+    loss divided by N) and only the last one updates; DDP skips its
+    all-reduce on the others (``no_sync``). Returns the loss and logits,
+    detached; nothing here waits for the device (P5).
+    """
+    with contextlib.nullcontext() if update or not hasattr(model, "no_sync") else model.no_sync():
+        with compute.autocast():
+            logits = model(images)
+            loss = parts.criterion(logits, targets)
+        scaled = loss / cfg.accumulate_steps if cfg.accumulate_steps > 1 else loss
+        parts.scaler.scale(scaled).backward()  # fp16: scaled so that small gradients survive; else unchanged
+    if update:
+        optimizer_step(model, parts, cfg.grad_clip_norm)
+    return loss.detach(), logits.detach()
+
+
+def optimizer_step(model: nn.Module, parts: Optimization, grad_clip_norm: float) -> None:
+    """Clip, step, advance the schedule, and clear the gradients for the next batches."""
+    if grad_clip_norm > 0:
+        parts.scaler.unscale_(parts.optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+    parts.scaler.step(parts.optimizer)  # fp16: skipped when a gradient overflowed
+    parts.scaler.update()
+    if parts.scaler.is_enabled():
+        with warnings.catch_warnings():
+            # The schedule counts steps taken or skipped alike (fp16's first steps often overflow while the
+            # scale settles); asking whether this one was skipped would cost a host sync every step (P5).
+            warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step\\(\\)` before `optimizer.step")
+            parts.scheduler.step()
+    else:
+        parts.scheduler.step()  # P12: the schedule advances per optimizer step
+    parts.optimizer.zero_grad(set_to_none=True)
+
+
+@dataclass
+class EpochTotals:
+    """Running sums of the epoch so far, kept on the device; each process keeps its own.
+
+    They are part of a mid-epoch checkpoint, so that the resumed epoch reports
+    the same train_loss and train_acc as an uninterrupted one.
+    """
+
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    seen: int = 0
+    batches: int = 0  # this process's position in the epoch: the resumed sampler skips this many batches
+
+    @classmethod
+    def zeros(cls, device: torch.device) -> EpochTotals:
+        return cls(torch.zeros((), device=device), torch.zeros((), device=device, dtype=torch.long))
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        batch = targets.shape[0]
+        self.loss_sum += loss * batch  # P5: stays on the device, no host sync
+        self.correct += (logits.argmax(1) == targets).sum()
+        self.seen += batch
+        self.batches += 1
+
+    def mean_loss(self) -> float:
+        """A host sync: for the progress bar at the logging interval only."""
+        return self.loss_sum.item() / max(self.seen, 1)
+
+    def means(self) -> dict[str, float]:
+        """train_loss and train_acc of the epoch so far (a host sync: call once, at the epoch's end)."""
+        seen = max(self.seen, 1)
+        return {"train_loss": self.loss_sum.item() / seen, "train_acc": self.correct.item() / seen}
+
+    def state_dict(self) -> dict[str, Any]:
+        sums = {"loss_sum": self.loss_sum.cpu(), "correct": self.correct.cpu()}
+        return {**sums, "seen": self.seen, "batches": self.batches}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], device: torch.device) -> EpochTotals:
+        batches = state["batches"] if "batches" in state else state["steps"]  # "steps" in files of template 1.x
+        return cls(state["loss_sum"].to(device), state["correct"].to(device), state["seen"], batches)
+
+    def packed(self) -> torch.Tensor:
+        """loss_sum, correct, seen as one float64 tensor: one collective moves all three."""
+        seen = torch.tensor(float(self.seen), dtype=torch.float64, device=self.loss_sum.device)
+        return torch.stack([self.loss_sum.double(), self.correct.double(), seen])
+
+    def gathered(self, world: World) -> list[dict[str, Any]]:
+        """Every process's sums, in rank order: a mid-epoch checkpoint holds them all."""
+        if not world.distributed:
+            return [self.state_dict()]
+        parts = [torch.empty_like(self.packed()) for _ in range(world.size)]
+        dist.all_gather(parts, self.packed())
+        return [
+            {
+                "loss_sum": torch.tensor(loss_sum, dtype=self.loss_sum.dtype),  # float32 -> 64 -> 32: exact
+                "correct": torch.tensor(int(correct), dtype=self.correct.dtype),
+                "seen": int(seen),
+                "batches": self.batches,  # the same on every process: DistributedSampler pads the shards
+            }
+            for loss_sum, correct, seen in (part.tolist() for part in parts)
+        ]
+
+    def summed(self, world: World) -> EpochTotals:
+        """The sums over every process (a copy; each process's running totals stay its own)."""
+        if not world.distributed:
+            return self
+        loss_sum, correct, seen = sum_across(self.packed(), world).tolist()
+        device = self.loss_sum.device
+        return EpochTotals(
+            torch.tensor(loss_sum, dtype=self.loss_sum.dtype, device=device),
+            torch.tensor(int(correct), dtype=self.correct.dtype, device=device),
+            int(seen),
+            self.batches,
+        )
+
+
+def evaluate(
+    model: nn.Module,
+    loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    compute: Compute,
+    num_classes: int,
+    world: World | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
+
+    Pass the plain model under DDP: the wrapper's forward would wait for the
+    other processes, which may hold a different number of evaluation batches.
+    """
+    model.eval()  # P11: dropout off, batch-norm statistics frozen
+    loss_sum = torch.zeros((), device=compute.device)
+    # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the
+    # end: bincount on CUDA reads its input's range with a host sync, so once per pass, not once per batch.
+    codes = [torch.zeros(0, device=compute.device, dtype=torch.long)]
+    with torch.inference_mode():  # P11: no graph is built
+        for batch in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+            images, targets = compute.batch(*batch)
+            with compute.autocast():
+                logits = model(images)
+            loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
+            codes.append(targets * num_classes + logits.argmax(1))
+    confusion = torch.bincount(torch.cat(codes), minlength=num_classes**2)  # a normal tensor: summed in place below
+    if world is not None:  # every process saw its own shard: add them up
+        sum_across(loss_sum, world)
+        sum_across(confusion, world)
+    matrix = confusion.view(num_classes, num_classes).cpu()  # rows: true class, columns: predicted
+    total = int(matrix.sum())
+    per_class = matrix.diag() / matrix.sum(1).clamp(min=1)
+    return {
+        "val_loss": loss_sum.item() / max(total, 1),
+        "val_acc": float(matrix.diag().sum()) / max(total, 1),
+        "per_class_acc": per_class.tolist(),
+        "confusion": matrix,
+        "count": total,
+    }

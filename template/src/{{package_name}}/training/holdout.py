@@ -1,0 +1,41 @@
+"""The test split: ``data.root/test/``, evaluated once at the end of training with best.pt's weights.
+
+Validation chose the best checkpoint, so its accuracy is optimistic; a split
+that played no part in any choice gives the number to report. The weights are
+the ones validation measured: the moving average when ``train.ema_decay`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..outputs.evaluation_report import format_table, table_rows
+from .inference import load_trained, run_evaluate
+
+
+def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] | None:
+    """Write ``out_dir/test_metrics.json`` and print the report; None when there is no test/ folder."""
+    best = out_dir / "best.pt"
+    if not (Path(data_root) / "test").is_dir() or not best.is_file():
+        return None
+    loaded = load_trained(best, overrides=(f"data.root={data_root}",))
+    result = run_evaluate(loaded, "test")
+    confusion = result["confusion"]
+    report = {
+        "split": "test",
+        "checkpoint": str(best),
+        "weights": "moving average" if loaded.weights_note else "trained",
+        "count": result["count"],
+        "test_loss": result["val_loss"],
+        "test_acc": result["val_acc"],
+        "per_class": [
+            {"class": name, "precision": precision, "recall": recall, "f1": f1, "support": int(support)}
+            for name, precision, recall, f1, support in table_rows(confusion, loaded.classes)
+        ],
+    }
+    (out_dir / "test_metrics.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
+    print(format_table(confusion, loaded.classes))
+    return report

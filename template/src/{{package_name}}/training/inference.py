@@ -1,0 +1,190 @@
+"""The ``evaluate`` and ``predict`` commands: a trained checkpoint put to use."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
+
+from ..core.checkpoint import load_model_state, read_checkpoint
+from ..core.config import Config, load_config
+from ..core.device import Compute, configure_backends, resolve_precision, select_device
+from ..core.errors import UserError
+from ..data.bad_files import READ_ERRORS, BadFileError, extension_list, listing, reason
+from ..data.folders import NPY_EXTENSIONS, align_classes, build_loader, build_transform, folder_dataset, load_npy
+from ..models.classifier import ImageClassifier, build_model
+from .engine import evaluate
+
+
+@dataclasses.dataclass
+class Loaded:
+    model: ImageClassifier
+    config: Config
+    classes: list[str]
+    device: torch.device
+    precision: str
+    weights_note: str = ""  # which weights were loaded: the moving average or the trained ones
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)  # where the checkpoint came from
+
+
+def load_trained(
+    checkpoint: str | Path,
+    config: str | Path | list[str] | None = None,
+    overrides: tuple[str, ...] = (),
+    raw_weights: bool = False,
+) -> Loaded:
+    """The checkpoint's model in eval mode, on the configured device.
+
+    Without ``--config`` the config stored in the checkpoint is used, with
+    any ``--set`` overrides on top. Where the checkpoint holds a moving
+    average of the weights (``train.ema_decay``), those are used, as training
+    evaluated them; ``raw_weights`` picks the trained ones.
+    """
+    state = read_checkpoint(checkpoint)
+    cfg = load_config(config, overrides, base=None if config else state.get("config", {}))
+    classes = list(state["classes"])
+    device = select_device(cfg.train.device)
+    configure_backends(device, cfg.train.deterministic)
+    # The weights come from the checkpoint; a pretrained file need not exist any more.
+    model = build_model(dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False), len(classes))
+    average = state.get("model_ema")
+    weights = state["model"] if raw_weights or average is None else average
+    load_model_state(model, weights, checkpoint, models=(state.get("config", {}).get("model"), cfg.model))
+    if average is None:
+        note = ""  # trained weights, the only ones there are: nothing to say
+    elif raw_weights:
+        note = "weights: trained (--raw-weights), not their moving average"
+    else:
+        note = "weights: the moving average of training (train.ema_decay); --raw-weights uses the trained ones"
+    model.to(device).eval()
+    precision = resolve_precision(cfg.train.precision, device)
+    return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
+
+
+def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> dict[str, Any]:
+    cfg = loaded.config
+    root = Path(cfg.data.root) / split
+    if not root.is_dir():
+        raise UserError(f"{root} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
+    dataset = folder_dataset(root, cfg.data, train=False, allow_empty=True)
+    align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
+    loader = build_loader(dataset, cfg, loaded.device, train=False)
+    compute = Compute(loaded.device, loaded.precision)
+    return evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress)
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """The totals; per-class accuracy is the recall column of the table that follows, so it is printed once."""
+    return f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+
+
+def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[Path]:
+    """Files as given; folders replaced by the sample files below them (recursively, sorted, hidden ones left out)."""
+    extensions = NPY_EXTENSIONS if data_format == "npy" else IMG_EXTENSIONS
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            found.append(path)  # run_predict names it if it is missing
+            continue
+        inside = sorted(
+            Path(folder) / name
+            for folder, _, names in os.walk(path, followlinks=True)
+            for name in names
+            if name.lower().endswith(extensions) and not name.startswith(".")
+        )
+        if not inside:
+            raise UserError(f"{path} holds no {extension_list(extensions)} files: give files, or a folder of them")
+        found += inside
+    return found
+
+
+def write_predictions(predictions: list[tuple[Path, list[tuple[str, float]]]], topk: int, path: str | Path) -> Path:
+    """One row per file: its path, then the class and probability of each rank."""
+    path = Path(path)
+    header = ["path", *(f"{kind}_{rank}" for rank in range(1, topk + 1) for kind in ("class", "probability"))]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            for file, ranked in predictions:
+                writer.writerow([str(file), *(v for name, p in ranked for v in (name, f"{p:.6f}"))])
+    except OSError as exc:
+        raise UserError(f"cannot write {path} ({exc.strerror}): pass --csv a writable path") from None
+    return path
+
+
+def read_input(path: Path, data_format: str) -> Any:
+    if not path.is_file():
+        raise UserError(f"{path} not found: give the path of an existing file or folder")
+    try:
+        return load_npy(str(path)) if data_format == "npy" else default_loader(str(path))
+    except READ_ERRORS as exc:
+        raise UnreadableInput(path, data_format, reason(exc, str(path))) from None
+
+
+class UnreadableInput(BadFileError):
+    """An input file that cannot be read; ``run_predict`` lists it and goes on with the others."""
+
+    def __init__(self, path: Path, data_format: str, why: str) -> None:
+        super().__init__(f"{path} is not a readable {data_format} file ({why}): replace or remove it")
+        self.entry = f"{path} ({why})"
+
+
+def predict_file(loaded: Loaded, path: str | Path, topk: int = 3) -> list[tuple[str, float]]:
+    """The ``topk`` most likely classes of one file, with their probabilities."""
+    cfg = loaded.config
+    image = build_transform(cfg.data, train=False)(read_input(Path(path), cfg.data.format))
+    batch = image.unsqueeze(0).to(loaded.device)  # P16: the model takes batches, so one image becomes a batch of one
+    with torch.inference_mode():
+        probabilities = loaded.model(batch).float().softmax(1)[0]
+    values, indices = probabilities.topk(min(topk, len(loaded.classes)))
+    return [(loaded.classes[i], p) for i, p in zip(indices.tolist(), values.tolist(), strict=True)]
+
+
+def run_predict(
+    loaded: Loaded, files: Sequence[str | Path], topk: int, csv_path: str | None, on_bad_file: str | None
+) -> int:
+    """The predict command: every readable file predicted and written; the unreadable ones named after.
+
+    One damaged photo must not cost the predictions of the others, so a bad
+    file is remembered and the loop goes on. ``on_bad_file`` (default: the
+    config's ``data.on_bad_file``, as training) decides the ending: ``error``
+    exits with status 2 naming them, ``skip`` warns and exits 0. Either way
+    the CSV holds every readable file.
+    """
+    on_bad_file = on_bad_file or loaded.config.data.on_bad_file
+    paths = expand_inputs(files, loaded.config.data.format)
+    missing = [path for path in paths if not path.is_file()]
+    if missing:  # a typo in the command line: said before any work, as every other argument mistake
+        raise UserError(f"{listing(missing)} not found: give the path of an existing file or folder")
+    predictions, unreadable = [], []
+    for path in paths:
+        try:
+            ranked = predict_file(loaded, path, topk)
+        except UnreadableInput as bad:
+            unreadable.append(bad.entry)
+            continue
+        predictions.append((path, ranked))
+        print(f"{path}: " + ", ".join(f"{name} {probability:.3f}" for name, probability in ranked))
+    written = write_predictions(predictions, topk, csv_path) if csv_path else None
+    if written:
+        print(f"predictions: {written}")
+    if not unreadable:
+        return 0
+    kind = loaded.config.data.format
+    found = f"{len(unreadable)} of {len(paths)} file(s) are not a readable {kind} file: {listing(unreadable)}"
+    kept = f"the other {len(predictions)} predictions are in {written}; " if written and predictions else ""
+    if on_bad_file == "skip" and predictions:
+        print(f"warning: skipped {found}", file=sys.stderr)
+        return 0
+    # skip with nothing readable at all is still an error: an empty result is no success.
+    fix = "" if on_bad_file == "skip" else ", or pass --on-bad-file skip to leave them out with exit status 0"
+    raise UserError(f"{found}; {kept}replace or remove them{fix}")

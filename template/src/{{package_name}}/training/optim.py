@@ -1,0 +1,108 @@
+"""Parameter groups, optimizer and learning-rate schedule (P12, P13)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from ..core.config import OptimConfig
+
+
+def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
+    """Up to four groups: backbone or head, with or without weight decay.
+
+    Biases and normalization weights (every tensor with fewer than two
+    dimensions) get no weight decay; the backbone's learning rate is scaled by
+    ``backbone_lr_scale``. Frozen parameters are left out (P13).
+    """
+    groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        part = "head" if name.startswith("head.") else "backbone"
+        groups.setdefault((part, param.ndim > 1), []).append(param)
+    result = []
+    for (part, decay), params in sorted(groups.items()):
+        scale = cfg.backbone_lr_scale if part == "backbone" else 1.0
+        result.append(
+            {
+                "name": f"{part}{'' if decay else '_no_decay'}",
+                "params": params,
+                "lr": cfg.lr * scale,
+                "weight_decay": cfg.weight_decay if decay else 0.0,
+            }
+        )
+    return result
+
+
+def fused_on(device: torch.device) -> bool | None:
+    """``fused=True`` on CUDA, torch's default elsewhere (the CPU's numbers stay as they were).
+
+    A fused optimizer takes GradScaler's found-inf flag as a device tensor and
+    skips an overflowed fp16 step on the GPU; any other makes GradScaler read
+    the flag with ``.item()``, a host sync at every step.
+    """
+    return True if device.type == "cuda" else None
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+    """SGD (Nesterov momentum when ``momentum`` > 0) or AdamW, fused on CUDA; build it after the model is moved."""
+    groups = param_groups(model, cfg)
+    device = next((p.device for group in groups for p in group["params"]), torch.device("cpu"))
+    fused = fused_on(device)
+    if cfg.name == "adamw":
+        optimizer: torch.optim.Optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=fused)
+    else:
+        optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0, fused=fused)
+    keep_fused(optimizer, fused)
+    return optimizer
+
+
+def keep_fused(optimizer: torch.optim.Optimizer, fused: bool | None) -> None:
+    """``load_state_dict`` takes each group's ``fused`` from the checkpoint: put this device's choice back.
+
+    Else a CPU checkpoint resumed on a GPU would step unfused (and GradScaler,
+    told at construction that the step is fused, would hand it a flag it rejects).
+    """
+
+    def restore_choice(loaded: torch.optim.Optimizer) -> None:
+        for group in loaded.param_groups:
+            group["fused"] = fused
+
+    optimizer.register_load_state_dict_post_hook(restore_choice)
+
+
+def lr_factor(cfg: OptimConfig, steps_per_epoch: int, epochs: int) -> Callable[[int], float]:
+    """The multiplier of every group's base lr after ``step`` optimizer steps.
+
+    Linear warmup from ``warmup_start_factor`` to 1, then cosine down to
+    ``min_lr_ratio`` at the last step, or a drop by ``gamma`` every
+    ``step_epochs`` epochs.
+    """
+    warmup = round(cfg.warmup_epochs * steps_per_epoch)
+    total = max(epochs * steps_per_epoch, warmup + 1)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return cfg.warmup_start_factor + (1 - cfg.warmup_start_factor) * step / warmup
+        if cfg.scheduler == "step":
+            return cfg.gamma ** (step // (cfg.step_epochs * steps_per_epoch))
+        progress = min(1.0, (step - warmup) / (total - warmup))
+        return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig, steps_per_epoch: int, epochs: int) -> LambdaLR:
+    """Stepped once per optimizer step (not per epoch).
+
+    LambdaLR with a closed-form factor keeps the state_dict to plain numbers
+    and makes the curve exact after resume, with a per-group floor that
+    SequentialLR + CosineAnnealingLR's single ``eta_min`` cannot give.
+    """
+    return LambdaLR(optimizer, lr_factor(cfg, steps_per_epoch, epochs))

@@ -1,0 +1,315 @@
+"""What a run checkpoint holds, written down once; saving and restoring it, side by side; best.pt and keep_last.
+
+``core/checkpoint.py`` does the file work (atomic writes, safe reads, wrapper
+prefixes, random generators); this module decides what goes into the file.
+Every key ``RunState.state_dict`` writes, in the order it writes them:
+
+=================  ==========================================================  ============================
+key                holds                                                       restored into
+=================  ==========================================================  ============================
+format_version     ``FORMAT_VERSION`` (1): a newer file is refused by name     ``read_checkpoint`` checks it
+model              the plain model's state_dict: no ``module.``/``_orig_mod.``  ``RunParts.model``
+optimizer          the optimizer's state_dict (moments, param groups' lr)      ``Optimization.optimizer``
+scheduler          the schedule's position (a function of the step)            ``Optimization.scheduler``
+scaler             fp16's gradient scaler (empty without fp16)                 ``Optimization.scaler``
+epoch              completed epochs                                            ``Progress.epoch``
+global_step        optimizer steps since the run began                         ``Progress.step``
+best_metric        the best val_acc so far: the one best.pt holds              ``Progress.best_metric``
+bad_epochs         epochs without improvement (early stopping)                 ``Progress.bad_epochs``
+epoch_totals       mid-epoch only: every process's running sums and the        ``Progress.totals`` (this
+                   layout they mean something in; None at an epoch's end       process's share)
+model_ema          ``train.ema_decay``: the weights' average, else None        ``RunParts.ema``
+model_ema_updates  how many updates the average holds                          ``RunParts.ema``
+criterion          the loss's state_dict (class weights are a buffer, P9)      ``Optimization.criterion``
+rng                every random generator the run draws from                   ``set_rng_state``, last
+classes            the class names, in label order                             checked: must be the same
+config             the run's config as a dict                                  compared: the lr schedule
+provenance         template, git, libraries, data fingerprint                  compared: a note if data moved
+job                torchrun's ``TORCHELASTIC_RUN_ID`` (None without it)        read by ``resume_after_restart``
+mlflow_run_id      the MLflow run this run logs to (None without MLflow)       ``Outputs.start``
+=================  ==========================================================  ============================
+
+A new checkpoint field is one line in ``state_dict``, one in ``load_state_dict``
+and one row above; an older file without it must still load (``state.get``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from ..core.checkpoint import (
+    FORMAT_VERSION,
+    cuda_rng_by_rank,
+    find_resume_state,
+    link_atomically,
+    load_matching,
+    load_model_state,
+    load_scaler_state,
+    rng_state,
+    save_run_checkpoint,
+    set_rng_state,
+)
+from ..core.config import Config
+from ..core.distributed import World
+from ..core.errors import UserError
+from ..core.provenance import data_changes
+from .ema import WeightAverage
+from .engine import EpochTotals, Optimization
+
+
+@dataclass
+class Progress:
+    """Where a run stands. ``RunState.restore`` returns it, ``Trainer.fit`` advances it, checkpoints save it."""
+
+    epoch: int = 0  # completed epochs
+    step: int = 0  # optimizer steps since the run began: the one step counter
+    best_metric: float = -1.0  # the best val_acc so far, the one best.pt holds
+    bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
+    totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
+
+    @property
+    def resumed(self) -> bool:
+        """Restored from a checkpoint: any completed epoch or step, or an unfinished epoch's sums."""
+        return bool(self.epoch or self.step or self.totals is not None)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counters (``epoch_totals`` is gathered from every process by ``RunState``)."""
+        return {
+            "epoch": self.epoch,
+            "global_step": self.step,
+            "best_metric": self.best_metric,
+            "bad_epochs": self.bad_epochs,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.step, self.best_metric = state["epoch"], state["global_step"], state["best_metric"]
+        self.bad_epochs = state.get("bad_epochs", 0)  # files from before early stopping have none
+
+    def record(self, val_acc: float, min_delta: float) -> bool:
+        """Count an epoch's val_acc for best.pt and early stopping; True when it is the best so far."""
+        is_best = val_acc > self.best_metric
+        improved = val_acc > self.best_metric + min_delta
+        self.bad_epochs = 0 if improved else self.bad_epochs + 1
+        self.best_metric = max(self.best_metric, val_acc)
+        return is_best
+
+    def early_stop_reason(self, patience: int, min_delta: float) -> str | None:
+        if not patience or self.bad_epochs < patience:
+            return None
+        return f"early stopping: val_acc has not risen by more than {min_delta} for {patience} epochs"
+
+
+class TrackingRun(Protocol):
+    """What the checkpoint asks of the outputs: the id of the tracking run (MLflow) to continue after a resume."""
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    def start(self, resumed_at: float | None, run_id: str | None) -> None: ...
+
+
+@dataclass
+class RunParts:
+    """The live objects a checkpoint saves and restores, and what identifies the run's data."""
+
+    model: nn.Module  # the plain module: never the compiled, DDP or DataParallel wrapper
+    ema: WeightAverage | None
+    optimization: Optimization
+    device: torch.device
+    cuda_ids: list[int]  # the GPUs whose generators the run draws from (each DataParallel replica's dropout)
+    classes: list[str]
+    provenance: dict[str, Any]
+    batches_per_epoch: int  # where inside an epoch a mid-epoch checkpoint falls, for the resume mark
+
+
+def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:
+    """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve.
+
+    Returns what to add to the resume line when the lr jumps (the user asked for more epochs, not a jump), else "".
+    """
+    step = scheduler.last_epoch
+    curve = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    before = [group["lr"] for group in scheduler.optimizer.param_groups]
+    if curve == before:
+        return ""
+    # Step back one and forward one: the scheduler recomputes this step's lr from the new lambdas.
+    scheduler.last_epoch -= 1
+    scheduler.step()
+    old_epochs = saved_config.get("train", {}).get("epochs")
+    why = f"train.epochs {old_epochs} -> {cfg.train.epochs}" if old_epochs != cfg.train.epochs else "optim settings"
+    after = scheduler.get_last_lr()[-1]
+    return f"; the learning-rate schedule was reshaped ({why}): lr {before[-1]:.2e} -> {after:.2e} from here"
+
+
+class RunState:
+    """The one owner of a run checkpoint: ``save`` and ``restore``, built on ``state_dict`` / ``load_state_dict``.
+
+    Under torchrun every process restores from the same file; only the main
+    process writes one, after every process has handed in its running sums.
+    """
+
+    def __init__(
+        self, cfg: Config, world: World, parts: RunParts, tracking: TrackingRun, say: Callable[[str], None]
+    ) -> None:
+        self.cfg, self.world, self.parts, self.tracking, self.say = cfg, world, parts, tracking, say
+        self.out_dir = Path(cfg.train.out_dir)
+
+    def state_dict(
+        self,
+        progress: Progress,
+        per_process: list[dict[str, Any]] | None,
+        cuda_by_rank: list[list[torch.Tensor]] | None = None,
+    ) -> dict[str, Any]:
+        """Every key of the table above, in its order."""
+        model, ema, optimization = self.parts.model, self.parts.ema, self.parts.optimization
+        return {
+            "format_version": FORMAT_VERSION,
+            "model": model.state_dict(),  # the plain model: no module. or _orig_mod. prefix (P7)
+            "optimizer": optimization.optimizer.state_dict(),
+            "scheduler": optimization.scheduler.state_dict(),
+            "scaler": optimization.scaler.state_dict(),
+            **progress.state_dict(),  # epoch, global_step, best_metric, bad_epochs
+            "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
+            # model_ema and model_ema_updates: the average's weights and how many updates it holds (its warm-up).
+            **(ema.state_dict() if ema is not None else {"model_ema": None, "model_ema_updates": 0}),
+            "criterion": optimization.criterion.state_dict(),
+            "rng": rng_state(self.parts.cuda_ids, cuda_by_rank),
+            "classes": self.parts.classes,
+            "config": self.cfg.to_dict(),
+            "provenance": self.parts.provenance,
+            # torchrun's job: after a restart, resume_after_restart continues only this job's own files.
+            "job": os.environ.get("TORCHELASTIC_RUN_ID"),
+            "mlflow_run_id": self.tracking.run_id,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], path: Path) -> Progress:
+        """The same keys, loaded into this run's objects; returns the progress. Notes are printed."""
+        optimization = self.parts.optimization
+        saved_model = state.get("config", {}).get("model")  # a mismatch then names both models
+        load_model_state(self.parts.model, state["model"], path, models=(saved_model, self.cfg.model))
+        optimization.optimizer.load_state_dict(state["optimizer"])
+        optimization.scheduler.load_state_dict(state["scheduler"])
+        reshaped = sync_lr_to_schedule(optimization.scheduler, state.get("config", {}), self.cfg)
+        if state.get("criterion"):  # files from before class weights have none
+            optimization.criterion.load_state_dict(state["criterion"])
+        scaler_note = load_scaler_state(optimization.scaler, state["scaler"])
+        for note in (scaler_note, self.load_average(state), self.data_note(state)):
+            if note:
+                self.say(f"note: {note}")
+        progress = Progress(totals=self.unfinished_epoch(path, state))
+        progress.load_state_dict(state)
+        # Last: nothing after this may draw a random number before fit, or the resumed run would diverge.
+        # Under DDP each rank takes its own CUDA generators back (rng["cuda_by_rank"]), not rank 0's.
+        set_rng_state(state["rng"], self.parts.cuda_ids, self.world.rank if self.world.distributed else None)
+        within = f", step {progress.totals.batches} of epoch {progress.epoch + 1}" if progress.totals else ""
+        self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
+        return progress
+
+    def save(self, progress: Progress, is_best: bool = False) -> Path:
+        """Every process takes part (a mid-epoch file holds each one's running sums); the main process writes."""
+        per_process = progress.totals.gathered(self.world) if progress.totals is not None else None
+        # A collective too: every rank's CUDA generators (DDP on GPUs), for each rank to take its own back.
+        cuda_by_rank = cuda_rng_by_rank(self.parts.cuda_ids, self.world)
+        last = self.out_dir / "last.pt"
+        if not self.world.is_main:
+            return last
+        try:
+            state = self.state_dict(progress, per_process, cuda_by_rank)
+            save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
+            if is_best:
+                link_atomically(last, self.out_dir / "best.pt")  # a hard link: best.pt costs no second write
+        except OSError as exc:
+            raise UserError(
+                f"could not write a checkpoint in {self.out_dir} ({exc.strerror}); the previous one is intact: "
+                "free some space (or set train.keep_last lower) and continue with --resume auto"
+            ) from None
+        return last
+
+    def restore(self, resume: str | None) -> Progress:
+        """Load the checkpoint that ``--resume`` names into this run's objects; returns where the run stands."""
+        found = find_resume_state(resume, self.out_dir)
+        if found is None:
+            self.start_fresh(resume)
+            self.tracking.start(None, None)
+            return Progress()
+        path, state = found
+        self.check_resumable(path, state, resume)
+        progress = self.load_state_dict(state, path)
+        totals, epochs = progress.totals, self.cfg.train.epochs
+        fraction = totals.batches / self.parts.batches_per_epoch if totals else 0.0
+        # The outputs continue: metrics.jsonl marks where the run resumed, MLflow continues the same run.
+        resumed_at = progress.epoch + fraction if progress.epoch < epochs else None  # None: nothing left to train
+        self.tracking.start(resumed_at, state.get("mlflow_run_id"), completed=progress.epoch)
+        return progress
+
+    def load_average(self, state: dict[str, Any]) -> str | None:
+        """The weights' average (train.ema_decay); a note when it starts fresh."""
+        ema = self.parts.ema
+        if ema is None:
+            return None
+        if state.get("model_ema") is None:
+            return "the checkpoint has no average of the weights: train.ema_decay starts it from these weights"
+        ema.load_state_dict(state)  # the weights and the update count: the warm-up goes on where it was
+        return None
+
+    def data_note(self, state: dict[str, Any]) -> str | None:
+        """Exact resume needs the same files: say what changed since the checkpoint (a warning, not a refusal)."""
+        changed = data_changes(state.get("provenance", {}).get("data", {}), self.parts.provenance["data"])
+        return (
+            f"the data changed since the checkpoint ({changed}): the run goes on, no longer exactly"
+            if changed
+            else None
+        )
+
+    def start_fresh(self, resume: str | None) -> None:
+        if (self.out_dir / "last.pt").exists() and resume != "auto":
+            raise UserError(
+                f"{self.out_dir} already holds a run (last.pt): continue it with --resume auto, "
+                "or start a new one with another --set train.out_dir=DIR"
+            )
+        if resume == "auto":
+            self.say(f"no checkpoint in {self.out_dir}: starting a new run")
+        if self.cfg.model.init_from:
+            self.say(load_matching(self.parts.model, self.cfg.model.init_from))
+
+    def check_resumable(self, path: Path, state: dict[str, Any], resume: str | None) -> None:
+        last = self.out_dir / "last.pt"
+        if resume != "auto" and last.exists() and not os.path.samefile(path, last):
+            raise UserError(
+                f"{self.out_dir} already holds another run (last.pt): to continue from {path}, "
+                "set another train.out_dir"
+            )
+        if list(state["classes"]) != self.parts.classes:
+            raise UserError(
+                f"{path} was trained on classes {state['classes']} but {self.cfg.data.root} has "
+                f"{self.parts.classes}: resume with the same data, or fine-tune from it with model.init_from "
+                "in a new train.out_dir"
+            )
+
+    def unfinished_epoch(self, path: Path, state: dict[str, Any]) -> EpochTotals | None:
+        """This process's running sums from a mid-epoch checkpoint; None when it was written at an epoch's end."""
+        if not state.get("epoch_totals"):
+            return None
+        # Files of template 1.x did not record accumulate_steps: they were written with 1.
+        layout, here = {"accumulate_steps": 1, **state["epoch_totals"].get("layout", {})}, self.layout_of_epoch()
+        if layout != here:
+            raise UserError(
+                f"{path} stopped inside an epoch with {layout}, this run has {here}: resume with the same "
+                "data.batch_size and number of processes, or from a checkpoint written at an epoch's end"
+            )
+        return EpochTotals.from_state(state["epoch_totals"]["per_process"][self.world.rank], self.parts.device)
+
+    def layout_of_epoch(self) -> dict[str, int]:
+        """What a mid-epoch position means: batches of this size, in shards for this many processes, N to a step."""
+        return {
+            "batch_size": self.cfg.data.batch_size,
+            "processes": self.world.size,
+            "accumulate_steps": self.cfg.train.accumulate_steps,
+        }

@@ -1,0 +1,347 @@
+"""The ``train`` command: ``train()`` builds the run and resumes it; ``Trainer.fit`` holds the epoch and batch loops.
+
+A checkpoint holds everything a run's future depends on (``run_state.py``:
+weights, optimizer, scheduler, scaler, step counters, the epoch's running
+sums, every random generator); with the data order and augmentation derived
+from (seed, epoch, index), a resumed run continues bit for bit where the
+interrupted one was. The batches come model-ready from ``data/batches.py``, and
+what a run reports goes to the list of ``outputs/writers.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import nn
+from tqdm import tqdm
+
+from ..core.checkpoint import read_checkpoint
+from ..core.config import Config
+from ..core.device import (
+    Compute,
+    configure_backends,
+    memory_format,
+    nondeterminism_error,
+    resolve_precision,
+    select_device,
+)
+from ..core.distributed import (
+    World,
+    agreed,
+    barrier,
+    close_world,
+    collective_failure,
+    data_parallel_ids,
+    init_world,
+    started,
+    sync_batchnorm,
+    sync_buffers,
+    wrap_model,
+)
+from ..core.errors import UserError
+from ..core.provenance import provenance
+from ..core.seeding import seed_everything
+from ..data.batches import TrainingBatches
+from ..data.folders import build_datasets, build_loader, stop_workers
+from ..data.samplers import balanced_class_weights
+from ..models.classifier import build_model
+from ..outputs.tracking import preflight
+from ..outputs.writers import build_outputs
+from .ema import WeightAverage
+from .engine import EpochTotals, Optimization, evaluate, train_step
+from .holdout import evaluate_test_split
+from .optim import build_optimizer, build_scheduler
+from .preemption import GracefulStop, Preempted
+from .run_length import run_length_warnings
+from .run_lock import RunLock, claim_out_dir
+from .run_state import Progress, RunParts, RunState
+from .startup import describe as describe_startup
+
+EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
+
+
+def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
+    """Train for ``train.epochs`` epochs; returns the last epoch's metrics row.
+
+    ``epoch_end`` sees each epoch's row after its checkpoint is written, on
+    every process (it must answer the same on each); True ends the run there,
+    resumable later. Raises ``Preempted`` after checkpointing when SIGTERM or
+    SIGINT arrives.
+    """
+    world = init_world(cfg.train.parallel, cfg.train.device, cfg.train.collective_timeout)
+    trainer: Trainer | None = None
+    status = "FAILED"  # what the outputs (MLflow) record, unless the run finishes or stops to be resumed
+    resume = resume_after_restart(resume, Path(cfg.train.out_dir), world)
+    try:
+        preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
+        trainer = Trainer(cfg, world)
+        progress = trainer.state.restore(resume)
+        trainer.warn_run_length(progress)
+        trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
+        with GracefulStop() as stop:
+            row = trainer.fit(progress, stop, epoch_end)
+        finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
+        # No row: nothing was left to train. A kill after the last checkpoint may have left no test report.
+        unreported = not row and not (trainer.out_dir / "test_metrics.json").exists()
+        if (finished or unreported) and world.is_main:
+            evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
+        status = "FINISHED"
+        return row
+    except (Preempted, KeyboardInterrupt):
+        status = "KILLED"  # stopped to be resumed
+        raise
+    except RuntimeError as error:
+        # An op with no deterministic kernel in deterministic mode, or another process lost: one line each.
+        explained = nondeterminism_error(error) or collective_failure(error, world)
+        if explained is None:
+            raise
+        raise explained from None
+    finally:
+        if trainer is not None:
+            trainer.close(status)
+        close_world(world)
+
+
+class Trainer:
+    """One run: ``__init__`` and ``assemble`` build it, ``fit`` trains it; ``state`` saves and restores it.
+
+    Under torchrun every process builds the same run and resumes from the same
+    checkpoint; only the main process writes files and prints.
+    """
+
+    def __init__(self, cfg: Config, world: World | None = None) -> None:
+        self.cfg = cfg
+        self.world = world or World()
+        self.out_dir = Path(cfg.train.out_dir)
+        seed_everything(cfg.train.seed)
+        device = select_device(cfg.train.device, self.world.local_rank)
+        configure_backends(device, cfg.train.deterministic)
+        precision = resolve_precision(cfg.train.precision, device)
+        self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
+        self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
+
+        # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
+        train_set, val_set = build_datasets(cfg, self.progress_bars, self.world)
+        self.lock = RunLock(self.out_dir)
+        if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
+            # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
+            claim_out_dir(self.out_dir, self.lock)
+        record = provenance(train_set, val_set)  # where the run's code and data came from: in every checkpoint
+        # Every rank waits here (a long timeout, not collective_timeout) until all have set up their data: a
+        # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
+        started(self.world)
+        self.classes = list(train_set.classes)
+        self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
+        self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
+        self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
+        self.assemble(train_set)
+        self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
+        parts = RunParts(
+            self.model, self.ema, self.parts, device, self.cuda_ids, self.classes, record, self.batches.per_epoch
+        )
+        self.state = RunState(cfg, self.world, parts, self.outputs, self.say)
+
+    def assemble(self, train_set: Any) -> None:
+        """The model, its wrappers and average, and what an optimizer step needs (P9, P12, P14)."""
+        cfg, device = self.cfg, self.compute.device
+        model = build_model(cfg.model, len(self.classes))
+        if cfg.train.sync_batchnorm:
+            model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
+        # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
+        # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
+        # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
+        self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
+        compiled = torch.compile(self.model) if cfg.train.compile else self.model
+        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
+        self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
+        # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
+        self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
+        # train.ema_decay: a moving average of the weights, buffers included, updated on the device after each
+        # optimizer step with no copy from the host (ema.py).
+        self.ema = WeightAverage(self.model, cfg.train.ema_decay) if cfg.train.ema_decay else None
+        weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
+        optimizer = build_optimizer(self.model, cfg.optim)
+        self.parts = Optimization(
+            optimizer,
+            build_scheduler(optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs),
+            torch.amp.GradScaler(device.type, enabled=self.compute.precision == "fp16"),
+            # P9: the class weights are a buffer of the loss: moved by .to(), saved in its state_dict.
+            nn.CrossEntropyLoss(weight=weights, label_smoothing=cfg.optim.label_smoothing).to(device),
+        )
+
+    def fit(self, progress: Progress, stop: GracefulStop, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
+        """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
+        cfg, row = self.cfg, {}
+        every, accumulate = cfg.train.checkpoint_every_steps, cfg.train.accumulate_steps
+        if self.begin_run(progress):
+            return row
+        while progress.epoch < cfg.train.epochs:
+            epoch, totals = progress.epoch + 1, progress.totals or EpochTotals.zeros(self.compute.device)
+            progress.totals = totals
+            # A resumed epoch starts at the batch after the last one trained: the same data, crops and mixing.
+            self.batches.set_epoch(epoch, start=totals.batches)
+            # P11: dropout and batch-norm statistics need train mode; the last evaluation left eval mode.
+            self.wrapped.train()
+            started, seen_before = time.perf_counter(), totals.seen
+            bar = tqdm(self.batches, f"epoch {epoch}", disable=not self.progress_bars, leave=False)
+            for inputs, labels, targets in bar:
+                last = totals.batches + 1 == self.batches.per_epoch
+                update = last or (totals.batches + 1) % accumulate == 0  # the optimizer steps after N batches
+                loss, logits = train_step(self.wrapped, inputs, labels, self.parts, self.compute, cfg.train, update)
+                totals.add(loss, logits, targets)  # accuracy against the hard labels, also when mixing
+                if not update:
+                    continue  # gradients add up; checkpoints and stops wait for the optimizer step
+                progress.step += 1
+                if self.ema is not None:
+                    self.ema.update(self.model)
+                # The first step's batch as the model sees it, for train_batch.png: soft labels when mixing.
+                self.outputs.images(inputs, labels)
+                # P5: the loss's .item() is a host sync: only at the logging interval, and only when a bar shows.
+                if self.progress_bars and progress.step % cfg.train.log_every == 0:
+                    bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")
+                # The epoch's last step is decided at its end, after validation and its checkpoint.
+                if not last and self.stop_agreed(stop, progress.step):
+                    raise self.stopped(stop, self.state.save(progress), progress)
+                if not last and every and progress.step % every == 0:
+                    self.state.save(progress)
+            progress.epoch, progress.totals = epoch, None
+            row = self.end_epoch(progress, totals, time.perf_counter() - started, totals.seen - seen_before)
+            if "stop_reason" in row or (epoch_end is not None and epoch_end(row)):
+                break
+            if progress.epoch < cfg.train.epochs and self.stop_agreed(stop):
+                raise self.stopped(stop, self.out_dir / "last.pt", progress)
+        barrier(self.world)
+        return row
+
+    def end_epoch(self, progress: Progress, totals: EpochTotals, seconds: float, seen: int) -> dict[str, Any]:
+        """Validate, then write the metrics row, the checkpoint, and the other outputs; returns the row."""
+        # Every process evaluates with rank 0's batch-norm statistics: the ones the checkpoint will hold.
+        sync_buffers(self.evaluated, self.world)
+        val = evaluate(self.evaluated, self.val_loader, self.compute, len(self.classes), world=self.world)
+        row = {
+            "epoch": progress.epoch,
+            "global_step": progress.step,
+            **totals.summed(self.world).means(),
+            "val_loss": val["val_loss"],
+            "val_acc": val["val_acc"],
+            "lr": self.last_lr(),
+            "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
+            "epoch_seconds": seconds,
+        }
+        is_best = progress.record(val["val_acc"], self.cfg.train.early_stopping_min_delta)
+        reason = self.early_stop_reason(progress)
+        if reason:
+            row["stop_reason"] = reason
+        # The row goes to metrics.jsonl before the checkpoint: a kill between the two leaves a row that the resume
+        # drops and trains again, never a checkpoint whose row no run will write.
+        self.outputs.record(row)
+        self.state.save(progress, is_best=is_best)
+        self.outputs.epoch(row, {group["name"]: group["lr"] for group in self.parts.optimizer.param_groups})
+        self.say(
+            f"epoch {progress.epoch}/{self.cfg.train.epochs}  train_loss {row['train_loss']:.4f}  "
+            f"val_loss {row['val_loss']:.4f}  val_acc {100 * row['val_acc']:.1f}%  lr {row['lr']:.2e}  "
+            f"{row['images_per_second']:.0f} img/s" + ("  (best)" if is_best else "")
+        )
+        return row
+
+    def begin_run(self, progress: Progress) -> bool:
+        """True when there is nothing to train: the run is finished, or early stopping ended it."""
+        ended = self.early_stop_reason(progress)
+        # Rows past the checkpoint go (a kill between a row and its checkpoint), whether or not there is more to do.
+        self.outputs.begin(progress.epoch)
+        if ended or progress.epoch >= self.cfg.train.epochs:
+            why = f"already stopped: {ended}" if ended else f"already finished {progress.epoch} epochs"
+            self.say(f"nothing to do: {self.out_dir / 'last.pt'} {why}")
+            return True
+        if self.world.is_main:
+            (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
+        return False
+
+    def stop_agreed(self, stop: GracefulStop, step: int | None = None) -> bool:
+        """All processes must stop at the same step, or the others would wait forever.
+
+        Under DDP agreeing is a collective and a host sync, so inside an epoch
+        (``step`` given) it is asked at the logging interval only (P5); one
+        process reads its own flag at every step.
+        """
+        if not self.world.distributed:
+            return stop.requested
+        if step is not None and step % self.cfg.train.log_every:
+            return False
+        return agreed(stop.requested, self.world, self.compute.device)
+
+    def stopped(self, stop: GracefulStop, path: Path, progress: Progress) -> Preempted:
+        barrier(self.world)  # the others wait until the main process has written the checkpoint
+        within = progress.totals.batches if progress.totals is not None else self.batches.per_epoch
+        epoch = progress.epoch + 1 if progress.totals is not None else progress.epoch
+        return Preempted(stop.signal_name or "a stop request", path, epoch, within)
+
+    def early_stop_reason(self, progress: Progress) -> str | None:
+        train = self.cfg.train
+        return progress.early_stop_reason(train.early_stopping_patience, train.early_stopping_min_delta)
+
+    @property
+    def evaluated(self) -> nn.Module:
+        """What validation measures, best.pt is chosen by and inference uses: the average when there is one."""
+        return self.ema.module if self.ema is not None else self.model
+
+    def last_lr(self) -> float:
+        return self.parts.scheduler.get_last_lr()[-1]  # the head's group: the lr that optim.lr sets
+
+    def warn_run_length(self, progress: Progress) -> None:
+        """Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one
+        line each, when the run starts; a resumed run said them already, so they are not repeated on each resume."""
+        # Asked after restore: only the checkpoint tells a fresh run from a resumed one.
+        if progress.resumed:
+            return
+        for warning in run_length_warnings(self.cfg, self.steps_per_epoch):
+            self.say(f"warning: {warning}")
+
+    def say(self, message: str) -> None:
+        if self.world.is_main:
+            print(message, flush=True)
+
+    def close(self, status: str = "FAILED") -> None:
+        """However the run ends (finished, stopped, failed): the outputs close (curves.png shows every epoch it
+        finished), and the loader workers end (they ignore SIGTERM: the interpreter's exit would wait forever)."""
+        try:
+            self.outputs.close(status)
+        finally:
+            self.batches.close()
+            stop_workers(self.val_loader)
+            self.lock.release()
+
+
+def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
+    """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
+
+    The rule every node agrees on: ``last.pt`` records the job that wrote it
+    (``TORCHELASTIC_RUN_ID``, torchrun's ``--rdzv-id``), and a job resumes its
+    own last.pt whatever the restart count (which each node's agent counts for
+    its own workers only, so nodes disagree). A Slurm requeue keeps its job id,
+    so ``--rdzv-id=$SLURM_JOB_ID`` continues too. Another job's last.pt is
+    refused as on a first start. torchrun's default id ``none`` names no job:
+    then only a restart on this node resumes.
+    """
+    job = os.environ.get("TORCHELASTIC_RUN_ID")
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if resume is not None or job is None or not (out_dir / "last.pt").is_file():
+        return resume
+    if job == "none" and not restarts:
+        return resume
+    try:
+        ours = read_checkpoint(out_dir / "last.pt").get("job") == job
+    except UserError:
+        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
+    if ours and world.is_main:
+        again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
+        print(f"{again}: {out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
+    return "auto" if ours else None
