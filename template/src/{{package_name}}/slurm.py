@@ -9,7 +9,7 @@ fewer GPUs than the job asks for, a config that does not load, a
 ``train.out_dir`` that another run holds. The batch script itself relays
 Slurm's signals and requeues the job; the trainer resumes a requeued job by
 itself, keyed by the Slurm job id (``torchrun --rdzv-id=$SLURM_JOB_ID``, see
-``trainer.resume_after_restart``).
+``training/run_lock.py``, ``resume_after_restart``).
 """
 
 from __future__ import annotations

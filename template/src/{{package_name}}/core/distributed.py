@@ -35,6 +35,8 @@ class World:
     local_rank: int = 0
     # A gloo group with STARTUP_TIMEOUT for the one wait after data setup (``started``); None for one process.
     startup: Any = field(default=None, compare=False, repr=False)
+    # This process's device, chosen once (``init_world`` under torchrun, else the trainer) and read by the rest.
+    device: torch.device | None = field(default=None, compare=False)
 
     @property
     def is_main(self) -> bool:
@@ -77,8 +79,9 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
             "(each process takes the GPU of its local rank; choose GPUs with CUDA_VISIBLE_DEVICES)"
         )
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
+    world = replace(world, device=select_device(device, world.local_rank))  # one-line errors for a missing GPU
     if not dist.is_initialized():
-        on_gpu = select_device(device, world.local_rank).type == "cuda"  # one-line errors for a missing GPU
+        on_gpu = world.device.type == "cuda"  # type: ignore[union-attr]
         if on_gpu:
             torch.cuda.set_device(world.local_rank)  # before NCCL starts, so each rank talks from its own GPU
         # A process that waits longer than this at a collective (a rank died or hangs) raises instead of

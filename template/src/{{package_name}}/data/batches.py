@@ -12,8 +12,8 @@ of the way happens here, in this order:
 3. on the batch path, crop and flip of the whole batch (``augment.BatchAugment``);
 4. with ``data.mixup_alpha`` / ``data.cutmix_alpha``, mixing (``mixing.BatchMixer``).
 
-Which path the training images take was decided once, by ``build_datasets``
-(``pipeline.batch_path``): here it is read back from the dataset. Every random
+Which path the training images take, and where they live, was decided once by
+``build_training_data`` (``pipeline.batch_path``, ``placement.choose``): its ``TrainingData`` says so. Every random
 draw comes from (seed, epoch, batch index, rank), so that a run resumed at
 batch N of an epoch sees exactly the batches an uninterrupted run saw.
 """
@@ -21,7 +21,6 @@ batch N of an epoch sees exactly the batches an uninterrupted run saw.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -30,7 +29,7 @@ from ..core.config import Config
 from ..core.device import Compute
 from ..core.distributed import World
 from .augment import BatchAugment
-from .folders import build_loader, build_sampler, stop_workers
+from .folders import TrainingData, build_loader, build_sampler, stop_workers
 from .gpu_decode import EncodedImages, GpuDecoded
 from .mixing import BatchMixer
 from .pipeline import SquareCache, on_batch_path
@@ -58,12 +57,11 @@ class TrainingBatches:
         self.epoch, self.start = 0, 0
 
     @classmethod
-    def build(cls, train_set: Any, cfg: Config, world: World, compute: Compute) -> TrainingBatches:
+    def build(cls, data: TrainingData, cfg: Config, world: World, compute: Compute) -> TrainingBatches:
         """The batch stream where ``data.cache`` put the images, and the batch-level steps the config asks for."""
-        device, placement = compute.device, getattr(train_set, "placement", None)
-        where = placement.where if placement is not None else "stream"
-        if placement is not None and world.is_main:
-            print(placement.line, flush=True)  # the one line that says where the training images live
+        device, train_set, where = compute.device, data.train, data.placement.where
+        if world.is_main:
+            print(data.placement.line, flush=True)  # the one line that says where the training images live
         stream: Iterable | None = None
         if where == "device" and isinstance(train_set, SquareCache):
             # No DataLoader, no worker: batches gathered from the device's copy in the sampler's order.
@@ -83,6 +81,21 @@ class TrainingBatches:
         )
         mixer = BatchMixer(cfg.data, cfg.train.seed, len(train_set.classes)) if BatchMixer.wanted(cfg.data) else None
         return cls(loader, compute, augment, mixer, stream)
+
+    @property
+    def images(self) -> int:
+        """Training images in this process's set (the start-up line says it)."""
+        return len(self.loader.dataset)  # type: ignore[arg-type]
+
+    @property
+    def workers(self) -> int:
+        """Loader processes feeding the batches: none for a device-resident set (resident.DeviceBatches)."""
+        return getattr(self.loader, "num_workers", 0)
+
+    @property
+    def batch_path(self) -> bool:
+        """Crops and flips made per batch on the device, not per image in the loader."""
+        return self.augment is not None
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """Begin ``epoch`` at batch ``start``: a resumed epoch skips, in this process's shard, what it trained."""

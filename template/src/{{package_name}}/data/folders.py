@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from .bad_files import (
 from .cache import MemoryCache, keeps_in_memory
 from .gpu_decode import EncodedImages
 from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
-from .placement import choose, measured_facts
+from .placement import Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 
 NPY_EXTENSIONS = (".npy",)
@@ -141,9 +142,24 @@ def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
     return any(name.lower().endswith(extensions) for _, _, names in os.walk(folder, followlinks=True) for name in names)
 
 
+@dataclass(frozen=True)
+class TrainingData:
+    """What a training run reads: the two sets, and where the training images live (one owner for both)."""
+
+    train: Dataset  # on the batch path a SquareImages (pipeline.on_batch_path), else the folder per sample
+    val: Dataset
+    placement: Placement  # placement.choose's decision: TrainingBatches.build makes the batch stream from it
+
+
 def build_datasets(
     cfg: Config, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
+    """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside."""
+    data = build_training_data(cfg, progress, world)
+    return data.train, data.val  # type: ignore[return-value]
+
+
+def build_training_data(cfg: Config, progress: bool = False, world: World | None = None) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
@@ -170,7 +186,8 @@ def build_datasets(
     warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
-    batches, device = batch_path(cfg.data), select_device(cfg.train.device, world.local_rank)
+    batches = batch_path(cfg.data, train_set.transform)  # build_transform's steps: all batch-made, or per sample
+    device = world.device or select_device(cfg.train.device, world.local_rank)  # the trainer's, when it asks
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
@@ -183,10 +200,9 @@ def build_datasets(
         train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
     elif memory:
         train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
-    train_set.placement = placement  # type: ignore[attr-defined]
     if memory:
         val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
-    return train_set, val_set
+    return TrainingData(train_set, val_set, placement)
 
 
 def check_data_root(root: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
+from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 from tqdm import tqdm
 
@@ -33,24 +34,39 @@ CODEC_DECODED = (".png", ".jpg", ".jpeg")
 FILL_BATCH = 64  # images per batch while data.cache fills
 
 
-def per_sample_reason(cfg: DataConfig) -> str | None:
-    """What only the per-sample path can apply; None when the batch path gives the same recipe."""
+# The per-image training steps the batch path makes itself: the evaluation resize and center crop (its uint8
+# squares), random resized crop and flip (augment.BatchAugment, a whole batch at once), and the conversions.
+BATCH_MADE = (v2.Resize, v2.CenterCrop, v2.RandomResizedCrop, v2.RandomHorizontalFlip, v2.ToImage, v2.ToPureTensor)
+
+
+def per_sample_reason(cfg: DataConfig, train_transform: v2.Compose) -> str | None:
+    """What only the per-sample path can apply; None when the batch path gives the same recipe.
+
+    ``train_transform`` is ``folders.build_transform(cfg, train=True)``: the one
+    description of the per-image training augmentation, the config's policies,
+    ``extensions.extra_train_transforms()`` and any step added there by hand.
+    Any step the batch path does not make itself is a reason to run per sample.
+    """
     if cfg.format != "image":
         return f"data.format={cfg.format}"
+    extra = [step for step in train_transform.transforms if not isinstance(step, BATCH_MADE)]
+    if not extra:
+        return None
+    names = ", ".join(type(step).__name__ for step in extra)
     if getattr(cfg, "auto_augment", "none") != "none":
-        return f"data.auto_augment={cfg.auto_augment}"
-    if getattr(cfg, "random_erasing", 0.0) > 0:
+        return f"data.auto_augment={cfg.auto_augment} ({names})"
+    if getattr(cfg, "random_erasing", 0.0) > 0 and all(isinstance(step, v2.RandomErasing) for step in extra):
         return f"data.random_erasing={cfg.random_erasing}"
-    if cfg.augment and extensions.extra_train_transforms():
-        return "extensions.extra_train_transforms()"
-    return None
+    if extensions.extra_train_transforms():
+        return f"extensions.extra_train_transforms() ({names})"
+    return f"{names} in data/folders.py build_transform"
 
 
-def batch_path(cfg: DataConfig) -> bool:
+def batch_path(cfg: DataConfig, train_transform: v2.Compose) -> bool:
     """Whether training images take the batch path; ``batch`` with a per-sample recipe is refused."""
     if cfg.pipeline == "sample":
         return False
-    reason = per_sample_reason(cfg)
+    reason = per_sample_reason(cfg, train_transform)
     if reason and cfg.pipeline == "batch":
         raise UserError(f"data.pipeline=batch cannot apply {reason}, which works per image: set data.pipeline=auto")
     return reason is None

@@ -33,11 +33,15 @@ CURVES_EVERY = 30.0  # seconds between drawings of curves.png; the first and las
 class Output:
     """One destination; each method does nothing unless a destination needs it."""
 
-    run_id: str | None = None  # a tracking run (MLflow) that a resumed run continues: saved in checkpoints
+    # A tracker (MLflow, or yours) names itself here: its run id is saved in checkpoints under that name
+    # (``tracker_run_ids``) and handed back to ``start`` on a resume, so that it continues its own run.
+    tracker: str | None = None
+    run_id: str | None = None
 
     def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
         """The run starts: fresh, or resumed at ``resumed_at`` epochs (fractional inside an epoch; None for a
-        run with nothing left to train), from a checkpoint of ``completed`` epochs."""
+        run with nothing left to train), from a checkpoint of ``completed`` epochs; ``run_id`` is the one this
+        output's ``tracker`` saved in that checkpoint (None for a fresh run or an output that tracks nothing)."""
 
     def begin(self, epoch: int) -> None:
         """The run goes on after ``epoch`` completed epochs (or ends there, with nothing left to train): rows of
@@ -145,6 +149,8 @@ class MlflowOutput(Output):
     checkpoint from then on (``run_id``, asked by ``RunState.save``).
     """
 
+    tracker = "mlflow"
+
     def __init__(self, config: dict[str, Any], name: str, out_dir: Path, log: MetricsLog) -> None:
         self.config, self.name, self.out_dir, self.log = config, name, out_dir, log
         self.run: MlflowRun | None = None
@@ -178,17 +184,18 @@ class Outputs:
     def __init__(self, outputs: Sequence[Output], pictures_wanted: bool) -> None:
         self.outputs = list(outputs)
         self.pictures_wanted = pictures_wanted  # once per run folder: a resumed run keeps the first picture
-        self.resumed_run_id: str | None = None
+        self.resumed_run_ids: dict[str, str] = {}
 
     @property
-    def run_id(self) -> str | None:
-        """The tracking run to save in checkpoints; without tracking here, the one the checkpoint held (kept)."""
-        return next((output.run_id for output in self.outputs if output.run_id), self.resumed_run_id)
+    def run_ids(self) -> dict[str, str]:
+        """Each tracker's run, to save in checkpoints; a tracker off in this run keeps the id the checkpoint held."""
+        live = {output.tracker: output.run_id for output in self.outputs if output.tracker and output.run_id}
+        return {**self.resumed_run_ids, **live}
 
-    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
-        self.resumed_run_id = run_id
+    def start(self, resumed_at: float | None, run_ids: dict[str, str], completed: int = 0) -> None:
+        self.resumed_run_ids = dict(run_ids)
         for output in self.outputs:
-            output.start(resumed_at, run_id, completed)
+            output.start(resumed_at, run_ids.get(output.tracker) if output.tracker else None, completed)
 
     def begin(self, epoch: int) -> None:
         for output in self.outputs:

@@ -6,6 +6,10 @@ included), so no stale lock ever blocks a later ``--resume auto``. The lock is
 taken before anything else in the folder is touched (``claim_out_dir``): a run
 that is refused changes nothing of the run that holds it. (On NFS, a lock held
 by a node that died stays held until the server lets it go: see the README.)
+
+Which checkpoints in the folder a run continues after torchrun restarts it, or
+Slurm requeues it, is decided here too (``resume_after_restart``): the job
+that wrote ``last.pt`` owns it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from ..core.checkpoint import read_checkpoint
+from ..core.distributed import World
 from ..core.errors import UserError
 
 # flock's answers for "another process holds it" (EWOULDBLOCK is EAGAIN on Linux); any other error is the file system's.
@@ -103,3 +109,30 @@ def claim_out_dir(out_dir: Path, lock: RunLock) -> None:
             stale.unlink()
     except OSError as exc:
         raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
+
+
+def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
+    """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
+
+    The rule every node agrees on: ``last.pt`` records the job that wrote it
+    (``TORCHELASTIC_RUN_ID``, torchrun's ``--rdzv-id``), and a job resumes its
+    own last.pt whatever the restart count (which each node's agent counts for
+    its own workers only, so nodes disagree). A Slurm requeue keeps its job id,
+    so ``--rdzv-id=$SLURM_JOB_ID`` continues too. Another job's last.pt is
+    refused as on a first start. torchrun's default id ``none`` names no job:
+    then only a restart on this node resumes.
+    """
+    job = os.environ.get("TORCHELASTIC_RUN_ID")
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if resume is not None or job is None or not (out_dir / "last.pt").is_file():
+        return resume
+    if job == "none" and not restarts:
+        return resume
+    try:
+        ours = read_checkpoint(out_dir / "last.pt").get("job") == job
+    except UserError:
+        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
+    if ours and world.is_main:
+        again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
+        print(f"{again}: {out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
+    return "auto" if ours else None

@@ -26,7 +26,7 @@ classes            the class names, in label order                             c
 config             the run's config as a dict                                  compared: the lr schedule
 provenance         template, git, libraries, data fingerprint                  compared: a note if data moved
 job                torchrun's ``TORCHELASTIC_RUN_ID`` (None without it)        read by ``resume_after_restart``
-mlflow_run_id      the MLflow run this run logs to (None without MLflow)       ``Outputs.start``
+tracker_run_ids    each tracker's run (``{"mlflow": id}``; {} without one)      ``Outputs.start``
 =================  ==========================================================  ============================
 
 A new checkpoint field is one line in ``state_dict``, one in ``load_state_dict``
@@ -106,16 +106,23 @@ class Progress:
         return f"early stopping: val_acc has not risen by more than {min_delta} for {patience} epochs"
 
 
+def tracker_run_ids(state: dict[str, Any]) -> dict[str, str]:
+    """Each tracker's run id in a checkpoint; files from before v0.3.0 held MLflow's alone, as ``mlflow_run_id``."""
+    if "tracker_run_ids" in state:
+        return dict(state["tracker_run_ids"] or {})
+    return {"mlflow": state["mlflow_run_id"]} if state.get("mlflow_run_id") else {}
+
+
 class TrackingRun(Protocol):
-    """What the checkpoint asks of the outputs: the id of the tracking run (MLflow) to continue after a resume."""
+    """What the checkpoint asks of the outputs: each tracker's run id (MLflow's, yours) to continue after a resume."""
 
     @property
-    def run_id(self) -> str | None: ...
+    def run_ids(self) -> dict[str, str]: ...
 
-    def start(self, resumed_at: float | None, run_id: str | None) -> None: ...
+    def start(self, resumed_at: float | None, run_ids: dict[str, str], completed: int = 0) -> None: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunParts:
     """The live objects a checkpoint saves and restores, and what identifies the run's data."""
 
@@ -186,7 +193,7 @@ class RunState:
             "provenance": self.parts.provenance,
             # torchrun's job: after a restart, resume_after_restart continues only this job's own files.
             "job": os.environ.get("TORCHELASTIC_RUN_ID"),
-            "mlflow_run_id": self.tracking.run_id,
+            "tracker_run_ids": self.tracking.run_ids,
         }
 
     def load_state_dict(self, state: dict[str, Any], path: Path) -> Progress:
@@ -237,7 +244,7 @@ class RunState:
         found = find_resume_state(resume, self.out_dir)
         if found is None:
             self.start_fresh(resume)
-            self.tracking.start(None, None)
+            self.tracking.start(None, {})
             return Progress()
         path, state = found
         self.check_resumable(path, state, resume)
@@ -246,7 +253,7 @@ class RunState:
         fraction = totals.batches / self.parts.batches_per_epoch if totals else 0.0
         # The outputs continue: metrics.jsonl marks where the run resumed, MLflow continues the same run.
         resumed_at = progress.epoch + fraction if progress.epoch < epochs else None  # None: nothing left to train
-        self.tracking.start(resumed_at, state.get("mlflow_run_id"), completed=progress.epoch)
+        self.tracking.start(resumed_at, tracker_run_ids(state), completed=progress.epoch)
         return progress
 
     def load_average(self, state: dict[str, Any]) -> str | None:

@@ -61,13 +61,12 @@ def describe(trainer: Any, progress: Any) -> str:
     return startup_line(
         RunStart(
             classes=trainer.classes,
-            train_images=len(trainer.batches.loader.dataset),
+            train_images=trainer.batches.images,
             val_images=len(trainer.val_loader.dataset),
             device=str(trainer.compute.device),
             precision=trainer.compute.precision,
-            # A device-resident data set has no loader workers (resident.DeviceBatches).
-            workers=getattr(trainer.batches.loader, "num_workers", 0),
-            batch_path=trainer.batches.augment is not None,
+            workers=trainer.batches.workers,
+            batch_path=trainer.batches.batch_path,
             epoch=progress.epoch,
             epochs=trainer.cfg.train.epochs,
             step=progress.step,

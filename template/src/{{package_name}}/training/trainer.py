@@ -11,10 +11,10 @@ what a run reports goes to the list of ``outputs/writers.py``.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ import yaml
 from torch import nn
 from tqdm import tqdm
 
-from ..core.checkpoint import read_checkpoint
 from ..core.config import Config
 from ..core.device import (
     Compute,
@@ -46,11 +45,10 @@ from ..core.distributed import (
     sync_buffers,
     wrap_model,
 )
-from ..core.errors import UserError
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything
 from ..data.batches import TrainingBatches
-from ..data.folders import build_datasets, build_loader, stop_workers
+from ..data.folders import build_loader, build_training_data, stop_workers
 from ..data.samplers import balanced_class_weights
 from ..models.classifier import build_model
 from ..outputs.tracking import preflight
@@ -61,7 +59,7 @@ from .holdout import evaluate_test_split
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
 from .run_length import run_length_warnings
-from .run_lock import RunLock, claim_out_dir
+from .run_lock import RunLock, claim_out_dir, resume_after_restart
 from .run_state import Progress, RunParts, RunState
 from .startup import describe as describe_startup
 
@@ -119,17 +117,20 @@ class Trainer:
 
     def __init__(self, cfg: Config, world: World | None = None) -> None:
         self.cfg = cfg
-        self.world = world or World()
+        world = world or World()
+        # The device, chosen once for this process (init_world did under torchrun); the data reads it from the world.
+        device = world.device or select_device(cfg.train.device, world.local_rank)
+        self.world = replace(world, device=device)
         self.out_dir = Path(cfg.train.out_dir)
         seed_everything(cfg.train.seed)
-        device = select_device(cfg.train.device, self.world.local_rank)
         configure_backends(device, cfg.train.deterministic)
         precision = resolve_precision(cfg.train.precision, device)
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
-        train_set, val_set = build_datasets(cfg, self.progress_bars, self.world)
+        data = build_training_data(cfg, self.progress_bars, self.world)
+        train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
@@ -139,13 +140,20 @@ class Trainer:
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
         self.classes = list(train_set.classes)
-        self.batches = TrainingBatches.build(train_set, cfg, self.world, self.compute)
+        self.batches = TrainingBatches.build(data, cfg, self.world, self.compute)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.assemble(train_set)
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
         parts = RunParts(
-            self.model, self.ema, self.parts, device, self.cuda_ids, self.classes, record, self.batches.per_epoch
+            model=self.model,
+            ema=self.ema,
+            optimization=self.parts,
+            device=device,
+            cuda_ids=self.cuda_ids,
+            classes=self.classes,
+            provenance=record,
+            batches_per_epoch=self.batches.per_epoch,
         )
         self.state = RunState(cfg, self.world, parts, self.outputs, self.say)
 
@@ -318,30 +326,3 @@ class Trainer:
             self.batches.close()
             stop_workers(self.val_loader)
             self.lock.release()
-
-
-def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
-    """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
-
-    The rule every node agrees on: ``last.pt`` records the job that wrote it
-    (``TORCHELASTIC_RUN_ID``, torchrun's ``--rdzv-id``), and a job resumes its
-    own last.pt whatever the restart count (which each node's agent counts for
-    its own workers only, so nodes disagree). A Slurm requeue keeps its job id,
-    so ``--rdzv-id=$SLURM_JOB_ID`` continues too. Another job's last.pt is
-    refused as on a first start. torchrun's default id ``none`` names no job:
-    then only a restart on this node resumes.
-    """
-    job = os.environ.get("TORCHELASTIC_RUN_ID")
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    if resume is not None or job is None or not (out_dir / "last.pt").is_file():
-        return resume
-    if job == "none" and not restarts:
-        return resume
-    try:
-        ours = read_checkpoint(out_dir / "last.pt").get("job") == job
-    except UserError:
-        ours = True  # damaged by the failure: --resume auto falls back to an older intact checkpoint
-    if ours and world.is_main:
-        again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
-        print(f"{again}: {out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
-    return "auto" if ours else None
