@@ -62,3 +62,11 @@ def test_throughput_quick(tmp_path: Path) -> None:
     assert isinstance(rows, list) and [row["model"] for row in rows] == ["simple_cnn"]
     for column in ("a_compute_bound", "b_generated_trainer", "c_naive_loop"):
         assert rows[0][column] > 0, rows[0]
+
+
+def test_gloo_exit_race_quick(tmp_path: Path) -> None:
+    """PyTorch's exit race (core/distributed.py, end_process): a rank that ends with os._exit never aborts; the
+    plain exit aborts in most runs (22 of 30 on a busy 2-core EPYC), so one run of it may go either way."""
+    rows = run_benchmark("gloo_exit_race.py", tmp_path / "race.json")
+    assert isinstance(rows, list) and [row["ending"] for row in rows] == ["interpreter_exit", "os_exit"]
+    assert rows[1]["failed"] == 0 and rows[0]["runs"] == rows[1]["runs"] == 1

@@ -1,8 +1,6 @@
 """``python -m <package>`` runs the same program as the console script."""
 
-import sys
-
-from .cli import main
+from .cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

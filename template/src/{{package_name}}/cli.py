@@ -237,6 +237,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def entry() -> None:
+    """The program (console script, ``python -m``): ``main``, then the process ends as core/distributed.py says."""
+    from .core.distributed import end_process
+
+    end_process(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
