@@ -9,7 +9,7 @@ DEMO := demo-project
 # process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers (7 min 21 s since).
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
-.PHONY: demo test lint bench env clean tags gpu-test gpu-project gpu-bench slurm-test
+.PHONY: demo test lint bench env clean tags test-answers gpu-test gpu-project gpu-bench slurm-test
 
 env: $(STAMP)
 
@@ -43,6 +43,11 @@ lint: $(STAMP)
 # 2-core EPYC with two workers, 8 min 17 s instead of 8 min 56 s, and 15 instead of 16.5 CPU-minutes.
 test: lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Before each release: every row of the answer matrix (tests/test_matrix.py) with its generated project's whole
+# suite, each under 1 GB of temporary files (about 5 min a row on a 2-core machine; 17 rows).
+test-answers: $(STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -s -n 1 tests/test_matrix.py -k whole_suite
 
 # Throughput (compute bound, generated trainer, naive loop) and checkpoint cost, printed and in .bench/.
 bench: $(STAMP)

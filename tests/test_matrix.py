@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,31 @@ def test_full_product(template_repo: Path, tmp_path: Path, index: int) -> None:
                  "--val-per-class", "2", "--image-size", "32"))  # fmt: skip
     check(run_in(project, sys.executable, "-m", package, *one_epoch_args(project, data, row["precision"])))
     assert (project / "runs" / "one-epoch" / "last.pt").is_file()
+
+
+TEMP_LIMIT = 2**30  # what a row's whole suite may leave in its temporary folder: a hosted CI runner has ~14 GB
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(ROWS)), ids=ROW_IDS)
+def test_each_row_passes_its_whole_suite_within_a_ci_runners_disk(
+    template_repo: Path, tmp_path: Path, index: int
+) -> None:
+    """``make test-answers`` (before each release): every matrix row's own suite, whole, green and under 1 GB.
+
+    Its behaviour tests train a tiny CNN whatever the answers (conftest's TINY); only the tests about an answer
+    build the answered model. Printed: each row's time and temporary bytes.
+    """
+    project = generate(template_repo, tmp_path / "p", **answers_of(ROWS[index], index))
+    basetemp = tmp_path / "suite-tmp"
+    started = time.monotonic()
+    pytest_args = ["-q", "-p", "no:cacheprovider", "-n", "2", f"--basetemp={basetemp}"]
+    out = check(run_in(project, sys.executable, "-m", "pytest", *pytest_args))
+    used = folder_bytes(basetemp)
+    print(f"{ROW_IDS[index]}: {time.monotonic() - started:.0f} s, {used / 2**20:.0f} MB of temporary files")
+    assert " passed" in out and " failed" not in out
+    assert used < TEMP_LIMIT, f"{used / 2**30:.2f} GB of temporary files"
