@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-bad-file",
         choices=["error", "skip"],
         help="an unreadable file: exit 2 naming it (error) or warn (skip), after predicting every other file "
-        "(default: the config's data.on_bad_file)",
+        "(default: error, whatever data.on_bad_file the model was trained with)",
     )
     predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
 

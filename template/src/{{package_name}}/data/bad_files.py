@@ -8,6 +8,7 @@ leaves out those that cannot be read, listing them.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +61,8 @@ class Checked:
 
 def reason(exc: BaseException, path: str) -> str:
     """The error's kind and whole message (a cut one showed notes.jp for notes.jpg), without the path twice."""
-    message = " ".join(str(exc).replace(repr(path), "").replace(path, "").split()).strip(" :")
+    text = re.sub(r"\s*<_io\.\w+ name=.*?>", "", str(exc))  # Pillow names the open file object, path inside
+    message = " ".join(text.replace(repr(path), "").replace(path, "").split()).strip(" :")
     return f"{exc.__class__.__name__}: {message}" if message else exc.__class__.__name__
 
 
@@ -138,8 +140,9 @@ def check_strays(root: Path, extensions: tuple[str, ...], on_bad_file: str) -> N
     print(f"warning: ignored {len(strays)} file(s) that are not samples: {listing(strays)}")
 
 
-def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool) -> list[str]:
-    """Read every file once; keep only those that load. Returns the paths left out."""
+def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool, report: bool = True) -> list[str]:
+    """Read every file once; keep only those that load. Returns the paths left out; ``report`` warns about them
+    (the main process alone, under torchrun: every rank reads every file, one says so)."""
     bad = []
     for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
         try:
@@ -151,5 +154,6 @@ def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool) -> list[str
         kept = [(p, t) for p, t in dataset.samples if p not in unreadable]
         dataset.samples = dataset.imgs = kept
         dataset.targets = [t for _, t in kept]
-        print(f"warning: skipped {len(bad)} unreadable file(s): {listing(bad)}")
+        if report:
+            print(f"warning: skipped {len(bad)} unreadable file(s): {listing(bad)}")
     return bad

@@ -94,6 +94,7 @@ def folder_dataset(
     allow_empty: bool = False,
     progress: bool = False,
     check_files: bool = True,
+    report: bool = True,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
@@ -116,7 +117,7 @@ def folder_dataset(
     else:
         dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
     if cfg.on_bad_file == "skip":
-        drop_unreadable(dataset, progress)
+        drop_unreadable(dataset, progress, report)  # the files left out: said once, by the main process
     elif not npy and check_files:
         check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
     return dataset
@@ -173,10 +174,10 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     check_files = world.local_rank == 0
     root = Path(cfg.data.root)
     check_data_root(root)
-    train_set = folder_dataset(root / "train", cfg.data, train=True, progress=progress, check_files=check_files)
-    val_set = folder_dataset(
-        root / "val", cfg.data, train=False, allow_empty=True, progress=progress, check_files=check_files
-    )
+    # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
+    said = {"progress": progress, "check_files": check_files, "report": world.is_main}
+    train_set = folder_dataset(root / "train", cfg.data, train=True, **said)
+    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, **said)
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "

@@ -155,12 +155,13 @@ def run_predict(
     """The predict command: every readable file predicted and written; the unreadable ones named after.
 
     One damaged photo must not cost the predictions of the others, so a bad
-    file is remembered and the loop goes on. ``on_bad_file`` (default: the
-    config's ``data.on_bad_file``, as training) decides the ending: ``error``
-    exits with status 2 naming them, ``skip`` warns and exits 0. Either way
-    the CSV holds every readable file.
+    file is remembered and the loop goes on. ``on_bad_file`` decides the
+    ending: ``error`` (the default, not the training config's
+    ``data.on_bad_file``: a model trained with ``skip`` must not make a
+    script's corrupt inputs pass unnoticed) exits with status 2 naming them,
+    ``skip`` warns and exits 0. Either way the CSV holds every readable file.
     """
-    on_bad_file = on_bad_file or loaded.config.data.on_bad_file
+    on_bad_file = on_bad_file or "error"
     paths = expand_inputs(files, loaded.config.data.format)
     missing = [path for path in paths if not path.is_file()]
     if missing:  # a typo in the command line: said before any work, as every other argument mistake
