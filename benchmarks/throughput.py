@@ -189,27 +189,23 @@ def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[flo
 
 
 def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
-    """One training epoch of the trainer's own loader (and batch augmentation), without the model."""
-    data = importlib.import_module(f"{package}.data.folders")
-    pipeline = importlib.import_module(f"{package}.data.pipeline")
-    batch_augment = importlib.import_module(f"{package}.data.augment").BatchAugment
-    augment = batch_augment(cfg.data, cfg.train.seed, 0, torch.channels_last)
-    # The trainer's batch stream (device-resident, prefetched or GPU-decoded, as data.cache chose); its own steps
-    # after the loader are timed here instead.
+    """One training epoch of the trainer's own batch stream (loader, batch augmentation, mixing), without the model."""
+    folders = importlib.import_module(f"{package}.data.folders")
+    # The trainer's batch stream (device-resident, prefetched or GPU-decoded, as data.cache chose), built as train
+    # builds it: the same TrainingData, the same placement, the same batch-level steps.
     compute = importlib.import_module(f"{package}.core.device").Compute(device, "fp32", torch.channels_last)
     world = importlib.import_module(f"{package}.core.distributed").World()
     batches = importlib.import_module(f"{package}.data.batches").TrainingBatches.build(
-        data.build_datasets(cfg)[0], cfg, world, compute
+        folders.build_training_data(cfg, world=world), cfg, world, compute
     )
-    loader, batched = batches.stream, pipeline.batch_path(cfg.data)
     batches.set_epoch(2)
     start = time.perf_counter()
-    for index, (images, _) in enumerate(loader):
-        images = images.to(device, non_blocking=True)
-        if batched:
-            augment(images, 2, index)
-    synchronize(device)
-    batches.close()
+    try:
+        for _inputs, _labels, _targets in batches:
+            pass
+        synchronize(device)
+    finally:
+        batches.close()
     return time.perf_counter() - start
 
 
