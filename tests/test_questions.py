@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, generate
+from .conftest import REPO, copier_cli, generate
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,47 @@ def test_slug_and_package_derive_from_the_name(template_repo: Path, tmp_path: Pa
     assert answers["project_slug"] == "my-cool-project"
     assert answers["package_name"] == "my_cool_project"
     assert (dest / "src" / "my_cool_project" / "cli.py").is_file()
+
+
+# Names whose derived slug and package name once failed their own validators under --defaults (a copier traceback),
+# with what they derive now: cut after the last whole word within 40 characters, "project" before a digit or an
+# all non-ASCII name, "_project" after a reserved package name.
+ODD_NAMES = [
+    ("Hyperspectral Satellite Imagery Land Cover Classifier", "hyperspectral-satellite-imagery-land"),
+    ("Pneumonia Detection From Chest X-Ray Images Using Deep Learning", "pneumonia-detection-from-chest-x-ray"),
+    ("Supercalifragilisticexpialidocious" * 2, "supercalifragilisticexpialidocioussuperc"),
+    ("3D Scanner", "project-3d-scanner"),
+    ("2024", "project-2024"),
+    ("日本語の画像分類", "project"),
+    ("¿Qué? — Ça va!", "qu-a-va"),
+    ("Test", "test"),
+    ("Class", "class"),
+]
+
+
+@pytest.mark.parametrize(("name", "slug"), ODD_NAMES, ids=[slug for _, slug in ODD_NAMES])
+def test_long_and_odd_names_derive_names_that_pass_their_validators(
+    template_repo: Path, tmp_path: Path, name: str, slug: str
+) -> None:
+    """The issue's command line: only the name answered, every other answer its default, copier's own validation."""
+    dest = tmp_path / "p"
+    result = copier_cli("copy", "--trust", "--defaults", "-d", f"project_name={name}", str(template_repo), str(dest))
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = yaml.safe_load((dest / ".copier-answers.yml").read_text())
+    assert answers["project_name"] == name
+    assert answers["project_slug"] == slug
+    package = answers["package_name"]
+    assert package == (slug.replace("-", "_") + ("_project" if slug in ("test", "class") else ""))
+    assert re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", package) and len(package) <= 40, package
+    assert (dest / "src" / package / "__init__.py").is_file()
+    assert "reserved_package_names" not in answers  # computed, not an answer
+
+
+def test_a_long_answered_slug_gives_a_package_name_that_fits(template_repo: Path, tmp_path: Path) -> None:
+    slug = "hyperspectral-satellite-imagery-land-cover-classifier"  # a valid slug: it has no length limit
+    dest = generate(template_repo, tmp_path / "p", project_name="Land Cover", project_slug=slug)
+    answers = yaml.safe_load((dest / ".copier-answers.yml").read_text())
+    assert (answers["project_slug"], answers["package_name"]) == (slug, "hyperspectral_satellite_imagery_land")
 
 
 def test_answers_become_config_defaults(template_repo: Path, tmp_path: Path) -> None:
