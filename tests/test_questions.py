@@ -1,12 +1,14 @@
 """copier.yml: answers are validated by copier, and derived defaults are sensible."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import REPO, copier_cli, generate
+from .conftest import HANG_S, REPO, copier_cli, generate
 
 
 @pytest.mark.parametrize(
@@ -110,6 +112,34 @@ def test_answers_become_config_defaults(template_repo: Path, tmp_path: Path) -> 
     import tomllib
 
     assert tomllib.loads(pyproject)["project"]["description"] == 'Quotes " and \\ survive'
+
+
+@pytest.mark.parametrize("newer", [True, False], ids=["older-python", "new-enough-python"])
+def test_the_install_section_checks_the_python_before_pip(template_repo: Path, tmp_path: Path, newer: bool) -> None:
+    """pip checks requires-python only after resolving (and downloading) dependencies: the README's check comes first.
+
+    Its line, run by this Python, must stop with the minimum named where the answer is newer, and pass where not.
+    """
+    choices = yaml.safe_load((REPO / "copier.yml").read_text())["python_version"]["choices"]
+    here = sys.version_info[:2]
+    picked = [v for v in choices if (tuple(map(int, v.split("."))) > here) == newer]
+    if not picked:
+        pytest.skip(f"no python_version choice is {'newer' if newer else 'older'} than this Python")
+    version = picked[0]
+    dest = generate(template_repo, tmp_path / "p", python_version=version)
+    install = (dest / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    lines = install.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    check = next(line for line in lines if line.startswith("python -c "))
+    assert lines.index(check) < next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert f"Python {version} or later" in install
+    script = check.removeprefix("python -c ").strip('"')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_S)
+    assert (result.returncode, result.stderr.strip()) == (
+        (1, f"this project needs Python {version} or later") if newer else (0, "")
+    )
+    import tomllib
+
+    assert tomllib.loads((dest / "pyproject.toml").read_text())["project"]["requires-python"] == f">={version}"
 
 
 def validator_model_names() -> list[str]:
