@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import HANG_S, REPO, copier_cli, generate
+from .conftest import HANG_S, REPO, check, copier_cli, generate, run_in
 
 
 @pytest.mark.parametrize(
@@ -140,6 +140,47 @@ def test_the_install_section_checks_the_python_before_pip(template_repo: Path, t
     import tomllib
 
     assert tomllib.loads((dest / "pyproject.toml").read_text())["project"]["requires-python"] == f">={version}"
+
+
+# The sweep space, the lr comment and the README's recipe section, for the defaults and for other answers.
+SWEEP_CASES = {
+    "defaults": ({}, {"model.blocks_per_stage"}, "SGD with warmup and cosine decay"),
+    "resnet18-adamw-step": (
+        {"model": "resnet18", "optimizer": "adamw", "scheduler": "step"},
+        {"model.dropout", "optim.step_epochs"},
+        "AdamW with warmup and step decay",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SWEEP_CASES)
+def test_the_sweep_space_comments_and_recipe_follow_the_answers(template_repo: Path, tmp_path: Path, case: str) -> None:
+    """An AdamW project searched SGD's lr range (0.01-0.5) and simple_cnn's depth, and every trial ended at chance."""
+    answers, own_keys, recipe = SWEEP_CASES[case]
+    dest = generate(template_repo, tmp_path / "p", **answers)
+    config = yaml.safe_load((dest / "configs" / "default.yaml").read_text())
+    params = yaml.safe_load((dest / "configs" / "sweep.yaml").read_text())["params"]
+    shared = {"optim.lr", "optim.weight_decay", "optim.label_smoothing", "data.batch_size"}
+    assert set(params) == shared | own_keys
+    for key, spec in params.items():  # every range holds the project's default, so trial 0's config is in it
+        section, leaf = key.split(".")
+        value = config[section][leaf]
+        assert value in spec["choices"] if spec["type"] == "categorical" else spec["low"] <= value <= spec["high"], key
+    lr = params["optim.lr"]
+    sgd = config["optim"]["name"] == "sgd"
+    assert lr["log"] and (lr["high"] / lr["low"] <= 20) and (lr["high"] <= 0.2 if sgd else lr["high"] <= 0.02), lr
+    # the project's own code accepts the space against its own config (every bound a valid value)
+    load = (
+        "import dataclasses; from x_pkg.core.config import load_config; from x_pkg.sweeps.space import load_space; "
+        "s = load_space('configs/sweep.yaml', dataclasses.asdict(load_config('configs/default.yaml'))); "
+        "print(sorted(s.params))"
+    )
+    assert check(run_in(dest, sys.executable, "-c", load)).strip() == str(sorted(params))
+    lr_line = next(line for line in (dest / "configs" / "default.yaml").read_text().splitlines() if "  lr:" in line)
+    assert ('"Training recipe": measured' in lr_line) == sgd and ("Small data" in lr_line) != sgd, lr_line
+    readme = (dest / "README.md").read_text().split("## Training recipe", 1)[1].split("\n## ", 1)[0]
+    assert f"fast recipe: random resized crop and flip,\n{recipe}." in readme
+    assert ("were not\nmeasured here" in readme) != (case == "defaults")
 
 
 def validator_model_names() -> list[str]:
