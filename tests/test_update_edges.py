@@ -15,18 +15,11 @@ import pytest
 import yaml
 
 from .conftest import check, copier_cli, generate, git, make_template_repo, run_in
-from .lifecycle import V1, V2, commit, make_user_project, make_versioned_template
+from .lifecycle import V1, V2, add_rename, commit, make_user_project, make_versioned_template
 from .test_scaffold_cli import scaffold
 
 V3 = "v3.0.0"
-V3_MIGRATION = """  - version: v3.0.0
-    when: "{{ _stage == 'before' }}"
-    command:
-      - "{{ _copier_python }}"
-      - "{{ _copier_conf.src_path }}/migrations/rename_config_key.py"
-      - train.grad_clip_norm
-      - train.max_grad_norm
-"""
+V3_RENAME = "v3.0.0:\n  - [train.grad_clip_norm, train.max_grad_norm]\n"
 USER_FINETUNE = "# our fine-tuning run\ntrain:\n  epochs: 3\n  log_every: 5\n  grad_clip_norm: 1.0\n"
 WAYS = ["torch-scaffold", "copier"]
 
@@ -54,7 +47,7 @@ def three_versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for path in (repo / "template").rglob("*"):
         if path.is_file() and "grad_clip_norm" in (text := path.read_text()):
             path.write_text(text.replace("grad_clip_norm", "max_grad_norm"))
-    (repo / "copier.yml").write_text((repo / "copier.yml").read_text() + V3_MIGRATION)
+    add_rename(repo, V3_RENAME)
     commit(repo, V3, tag=V3)
     return repo
 
