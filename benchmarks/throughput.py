@@ -4,8 +4,11 @@ For each model it generates a project from this checkout, writes an
 ImageFolder of PNG files, and measures images per second of:
 
   (a) compute-only bound: the model's training step on synthetic uint8 tensors
-      already in memory, in the fastest of fp32/bf16 x contiguous/channels_last
-      for this hardware, timed in windows of one epoch's steps;
+      already in memory, in the precision and memory format that the trainer's
+      ``auto`` picks on this hardware (the generated project's own decision),
+      timed in windows of one epoch's steps; each setting left out is printed
+      with the reason (``--all-settings``: the fastest of fp32/bf16 x
+      contiguous/channels_last);
   (b) the generated trainer's steady-state epochs (after its first) on the PNG files,
       with the default ``auto`` settings (``data.pipeline: auto`` takes the
       batch path: uint8 squares, crops and flips per batch on the device), and
@@ -19,8 +22,9 @@ Each column is the fastest of ``ROUNDS`` equal windows (one epoch of steps):
 on a shared machine other processes can only slow a window down, so the
 fastest is the closest to the machine's own speed, for all three alike.
 
-On CUDA (``make gpu-bench``) the same three columns, with: (a) the fastest of
-bf16/fp16 x contiguous/channels_last x compiled or not; the images JPEG files
+On CUDA (``make gpu-bench``) the same three columns, with: (a) auto's precision
+and layout, compiled or not (``--all-settings``: bf16/fp16 x contiguous/channels_last
+x compiled or not); the images JPEG files
 (at least 20k for the 64 px cases), resnet50 at 224 px added; (c) on the GPU
 with the reference example's 4 workers and pinned memory; and the GPU's mean
 utilisation during the trainer's run (``torch.cuda.utilization``, which needs
@@ -28,6 +32,7 @@ pynvml; n/a without). ``--project DIR`` uses a project generated beforehand
 (``make gpu-project``), so a GPU machine needs PyTorch but not copier.
 
     .venv/bin/python benchmarks/throughput.py [--quick] [--only MODEL...] [--project DIR] [--out FILE.json]
+        [--all-settings]
 """
 
 from __future__ import annotations
@@ -97,12 +102,36 @@ def training_step(
     return timed if device.type == "cuda" else step
 
 
-def compute_settings(device: torch.device) -> list[tuple[str, torch.memory_format, bool]]:
-    """(precision, layout, compiled) to try: the CPU's fp32/bf16 x layouts; on CUDA bf16/fp16 x layouts x compile."""
-    layouts = (torch.contiguous_format, torch.channels_last)
-    if device.type != "cuda":
-        return [(precision, layout, False) for precision in ("fp32", "bf16") for layout in layouts]
-    return [(p, layout, c) for p in ("bf16", "fp16") for layout in layouts for c in (False, True)]
+LAYOUT_NAMES = {torch.contiguous_format: "contiguous", torch.channels_last: "channels_last"}
+
+
+def compute_settings(
+    decide: Any, device: torch.device, every: bool = False
+) -> list[tuple[str, torch.memory_format, bool]]:
+    """(precision, layout, compiled) to time: what the trainer's ``auto`` picks here, compiled or not on CUDA.
+
+    ``decide`` is the generated project's ``device`` module: its ``resolve_precision`` and ``memory_format``
+    make the choice, as they do for a run. A setting auto never picks here is left out with one printed line:
+    emulated bf16 on a CPU without native bf16 math trained resnet18 at 0.8 images/s, five minutes a window.
+    ``every``: the whole grid (the CPU's fp32/bf16 x layouts; on CUDA bf16/fp16 x layouts x compiled).
+    """
+    cuda = device.type == "cuda"
+    precisions, compiled = (("bf16", "fp16"), (False, True)) if cuda else (("fp32", "bf16"), (False,))
+    grid = [(p, layout, c) for p in precisions for layout in LAYOUT_NAMES for c in compiled]
+    if every:
+        return grid
+    precision, layout = decide.resolve_precision("auto", device), decide.memory_format("auto", device)
+    if cuda:
+        why = f"compute capability {'.'.join(map(str, torch.cuda.get_device_capability(device)))}"
+    else:
+        why = "this CPU has native bf16 math" if precision == "bf16" else "no native bf16 math on this CPU"
+    for other in precisions:
+        if other != precision:
+            print(f"    (a) skipped {other}: train.precision: auto picks {precision} here ({why})", flush=True)
+    for other, name in LAYOUT_NAMES.items():
+        if other != layout:
+            print(f"    (a) skipped {name}: train.channels_last: auto picks {LAYOUT_NAMES[layout]}", flush=True)
+    return [setting for setting in grid if setting[:2] == (precision, layout)]
 
 
 def synchronize(device: torch.device) -> None:
@@ -110,17 +139,20 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def compute_bound(package: str, cfg: Any, classes: int, steps: int, device: torch.device) -> tuple[float, str]:
-    """(a): the best precision, memory format (and, on CUDA, compilation), on tensors already on the device.
+def compute_bound(
+    package: str, cfg: Any, classes: int, steps: int, device: torch.device, every: bool = False
+) -> tuple[float, str]:
+    """(a): on tensors already on the device, the fastest of the settings ``compute_settings`` gives.
 
     Each setting is timed over one window; the fastest is then timed over ``ROUNDS`` more.
     """
     model_module = importlib.import_module(f"{package}.models.classifier")
+    settings = compute_settings(importlib.import_module(f"{package}.core.device"), device, every)
     batch, size = cfg.data.batch_size, cfg.data.image_size
     images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, device=device)
     targets = torch.randint(0, classes, (batch,), device=device)
     best: tuple[float, str, Callable[[], None] | None] = (0.0, "", None)
-    for precision, layout, compiled in compute_settings(device):
+    for precision, layout, compiled in settings:
         torch.manual_seed(0)
         model = model_module.build_model(cfg.model, classes).to(device, memory_format=layout).train()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -131,8 +163,7 @@ def compute_bound(package: str, cfg: Any, classes: int, steps: int, device: torc
         run = torch.compile(model) if compiled else model
         step = training_step(run, optimizer, x, targets, cast, scaler, device)
         rate = batch / timed_steps(step, 3 if compiled else 2, steps)
-        layout_name = "channels_last" if layout == torch.channels_last else "contiguous"
-        name = f"{precision}, {layout_name}{', compiled' if compiled else ''}"
+        name = f"{precision}, {LAYOUT_NAMES[layout]}{', compiled' if compiled else ''}"
         print(f"    (a) {name}: {rate:.1f} img/s", flush=True)
         if rate > best[0]:
             best = (rate, name, step)
@@ -292,7 +323,14 @@ def write_jpeg_data(package: str, root: Path, per_class: int, val_per_class: int
 
 
 def measure(
-    model_name: str, size: int, per_class: int, tmp: Path, steps: int, device: torch.device, project: Path | None
+    model_name: str,
+    size: int,
+    per_class: int,
+    tmp: Path,
+    steps: int,
+    device: torch.device,
+    project: Path | None,
+    every: bool = False,
 ) -> dict[str, Any]:
     package = generated_project(model_name, size, tmp, project)
     data_root = tmp / f"data_{model_name}_{size}"
@@ -317,7 +355,7 @@ def measure(
     classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
     images = classes * per_class
     print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {images} {kind} files on {device}", flush=True)
-    a, best = compute_bound(package, cfg, classes, steps, device)
+    a, best = compute_bound(package, cfg, classes, steps, device, every)
     b, epoch_seconds, utilisation = generated_trainer(package, cfg, device)
     share = loading_seconds(package, cfg, device) / epoch_seconds
     busy = f"{utilisation:.0f}%" if utilisation is not None else "n/a"
@@ -367,6 +405,9 @@ def main() -> None:
     parser.add_argument("--project", type=Path, help="a project generated beforehand (make gpu-project): no copier")
     parser.add_argument("--device", default="auto", help="auto (cuda where available) | cpu | cuda")
     parser.add_argument("--only", nargs="*", default=[], help="models to measure (default: all), e.g. simple_cnn")
+    parser.add_argument(
+        "--all-settings", action="store_true", help="(a) in every precision and layout, not only what auto picks"
+    )
     args = parser.parse_args()
     if args.quick:
         # One window per column: --quick checks that the script runs; its figures mean nothing.
@@ -379,7 +420,7 @@ def main() -> None:
         torch.backends.cudnn.benchmark = True  # fixed shapes: as the trainer sets it (P3), for all three columns
     with tempfile.TemporaryDirectory() as tmp:
         rows = [
-            measure(model, size, per_class, Path(tmp), steps, device, args.project)
+            measure(model, size, per_class, Path(tmp), steps, device, args.project, args.all_settings)
             for model, size, per_class, steps in cases(device, args.quick)
             if not args.only or model in args.only
         ]

@@ -1,11 +1,10 @@
-"""Rename or move one ``section.key`` in every ``configs/**/*.yaml`` of a project, for ``_migrations``.
+"""Rename or move one ``section.key`` in YAML config text, keeping comments and layout.
 
-A template version that renames a config key, or moves it to another section,
-lists this script in copier.yml with ``when: "{{ _stage == 'before' }}"``.
-copier runs it in the project before merging, so the user's own configs
-(which the template never touches) follow the change, and the template's
-configs (``default.yaml``, recipes) carry it into the merge with the user's
-values kept. It edits lines, not parsed YAML, so comments and layout survive:
+``migrate_configs.py`` applies the renames that ``renames.yaml`` lists for a
+release to a project's configs after ``copier update``; this module is the
+rewrite itself, and by hand (``python rename_config_key.py OLD NEW ...`` in a
+project) it rewrites every ``configs/**/*.yaml`` in place. It edits lines,
+not parsed YAML, so comments and layout survive:
 
 - within one section the key is renamed where it stands;
 - to another section its line (comment included) moves to the end of that
@@ -13,15 +12,13 @@ values kept. It edits lines, not parsed YAML, so comments and layout survive:
 - the dotted name (``train.old``, as sweep search spaces write it) is rewritten.
 
 It changes nothing where the key is absent, so running it twice is harmless.
-The rewritten files are staged so that copier's merge sees them.
 
-Usage: python rename_config_key.py OLD_SECTION.KEY NEW_SECTION.KEY
+Usage: python rename_config_key.py OLD_SECTION.KEY NEW_SECTION.KEY [OLD NEW ...]
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -84,18 +81,20 @@ def rename_key(text: str, old: str, new: str) -> str:
     return "".join(lines)
 
 
+def verb(old: str, new: str) -> str:
+    return "renamed" if split_key(old)[0] == split_key(new)[0] else "moved"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if not argv or len(argv) % 2:
         raise SystemExit(__doc__.strip().splitlines()[-1])
-    old, new = argv
-    verb = "renamed" if split_key(old)[0] == split_key(new)[0] else "moved"
-    for path in sorted(Path("configs").rglob("*.yaml")):
-        text = path.read_text()
-        renamed = rename_key(text, old, new)
-        if renamed != text:
-            path.write_text(renamed)
-            subprocess.run(["git", "add", "--", str(path)], check=False)
-            print(f"migration: {verb} {old} to {new} in {path}")
+    for old, new in zip(argv[::2], argv[1::2], strict=True):
+        for path in sorted(Path("configs").rglob("*.yaml")):
+            text = path.read_text()
+            renamed = rename_key(text, old, new)
+            if renamed != text:
+                path.write_text(renamed)
+                print(f"migration: {verb(old, new)} {old} to {new} in {path}")
     return 0
 
 

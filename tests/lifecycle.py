@@ -3,9 +3,10 @@
 ``make_versioned_template`` builds a template repository tagged ``v1.0.0`` (this
 checkout's template plus one module that v2 drops) and ``v2.0.0``, changed as a
 maintainer would: edited files, a new module with its test, a removed module,
-a new question with a default, a renamed config key with the ``_migrations``
-entry that renames it in existing projects, and new versions of the files users
-own (``extensions.py``, an example config) that must not replace theirs.
+a new question with a default, a renamed config key with the entry in
+``migrations/renames.yaml`` that renames it in existing projects, and new
+versions of the files users own (``extensions.py``, an example config) that
+must not replace theirs.
 ``make_user_project`` generates from v1.0.0, commits, makes a user's edits and
 commits again, as a project is before its first ``copier update``.
 """
@@ -41,14 +42,7 @@ license:
   help: License expression for pyproject.toml
   default: MIT
 """
-V2_MIGRATION = """  - version: v2.0.0
-    when: "{{ _stage == 'before' }}"
-    command:
-      - "{{ _copier_python }}"
-      - "{{ _copier_conf.src_path }}/migrations/rename_config_key.py"
-      - train.log_every
-      - train.log_interval
-"""
+V2_RENAME = "v2.0.0:\n  - [train.log_every, train.log_interval]\n"  # for migrations/renames.yaml
 
 USER_MODULE = """\"\"\"Our own metric, added after generation.\"\"\"
 
@@ -82,10 +76,16 @@ def commit(repo: Path, message: str, tag: str | None = None) -> None:
 
 
 def add_question(copier_yml: Path, question: str) -> None:
-    """A question goes before ``_migrations``, the file's last key, whose list later versions extend."""
+    """A question goes before ``_migrations``, the file's last key."""
     head, sep, tail = copier_yml.read_text().partition("\n_migrations:\n")
     assert sep, f"{copier_yml} has no _migrations list at its end"
     copier_yml.write_text(head + "\n" + question + sep + tail)
+
+
+def add_rename(repo: Path, entry: str) -> None:
+    """A version's renamed config keys, which copier.yml's _migrations apply to the projects that update across it."""
+    renames = repo / "migrations" / "renames.yaml"
+    renames.write_text(renames.read_text() + entry)
 
 
 def make_versioned_template(dest: Path) -> Path:
@@ -101,7 +101,7 @@ def make_versioned_template(dest: Path) -> Path:
     substitute(template / "README.md.jinja", r"^(\{\{ description \}\}\n)", rf"\1\n{V2_README_LINE}\n")
     substitute(template / "pyproject.toml.jinja", r'^(readme = "README.md"\n)', r"\1license = {{ license | tojson }}\n")
     add_question(repo / "copier.yml", V2_QUESTION)  # a new question
-    (repo / "copier.yml").write_text((repo / "copier.yml").read_text() + V2_MIGRATION)  # _migrations comes last
+    add_rename(repo, V2_RENAME)
     for path in template.rglob("*"):  # a renamed config key, everywhere the template uses it
         if path.is_file() and "log_every" in path.read_text():
             substitute(path, r"\blog_every\b", "log_interval", count=path.read_text().count("log_every"))

@@ -7,10 +7,16 @@ rows it promises, with positive rates and accuracies in [0, 1].
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
+
+import pytest
+import torch
 
 from .conftest import REPO
 
@@ -70,3 +76,31 @@ def test_gloo_exit_race_quick(tmp_path: Path) -> None:
     rows = run_benchmark("gloo_exit_race.py", tmp_path / "race.json")
     assert isinstance(rows, list) and [row["ending"] for row in rows] == ["interpreter_exit", "os_exit"]
     assert rows[1]["failed"] == 0 and rows[0]["runs"] == rows[1]["runs"] == 1
+
+
+def load_throughput() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("throughput", REPO / "benchmarks" / "throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("native_bf16", [False, True], ids=["emulated-bf16", "native-bf16"])
+def test_throughput_times_only_what_auto_picks_on_this_cpu(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], native_bf16: bool
+) -> None:
+    """On a CPU without native bf16 math, (a) timed emulated bf16 at 0.8 images/s for a precision auto never picks
+    there: make bench ran for hours. It times what the project's own decision picks, and names what it skips."""
+    monkeypatch.syspath_prepend(str(project / "src"))
+    device = importlib.import_module("x_pkg.core.device")
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: native_bf16)  # the check resolve_precision asks
+    throughput = load_throughput()
+    picked, skipped = ("bf16", "fp32") if native_bf16 else ("fp32", "bf16")
+    assert throughput.compute_settings(device, torch.device("cpu")) == [(picked, torch.channels_last, False)]
+    why = "this CPU has native bf16 math" if native_bf16 else "no native bf16 math on this CPU"
+    assert capsys.readouterr().out.splitlines() == [
+        f"    (a) skipped {skipped}: train.precision: auto picks {picked} here ({why})",
+        "    (a) skipped contiguous: train.channels_last: auto picks channels_last",
+    ]
+    assert len(throughput.compute_settings(device, torch.device("cpu"), every=True)) == 4  # --all-settings
+    assert capsys.readouterr().out == ""

@@ -34,7 +34,12 @@ OPEN_VALUES: dict[str, list[object]] = {
     "model": ["simple_cnn", "resnet18", "mobilenet_v3_small"],
     "image_size": [16, 64],
 }
-COPIER_QUESTIONS = {k: v for k, v in yaml.safe_load((REPO / "copier.yml").read_text()).items() if not k.startswith("_")}
+# The questions copier asks: not its settings (_...), nor the values it computes without asking (when: false).
+COPIER_QUESTIONS = {
+    k: v
+    for k, v in yaml.safe_load((REPO / "copier.yml").read_text()).items()
+    if not k.startswith("_") and v.get("when") is not False
+}
 
 
 def question_values(question: dict) -> list[object] | None:
@@ -62,8 +67,8 @@ def longest_package_name(index: int) -> str:
 
 def naming(style: str, index: int) -> dict[str, str]:
     """Answers for the free-text questions; the index keeps package names distinct across rows."""
-    if style == "derived":
-        return {"project_name": f"Matrix {index}"}
+    if style == "derived":  # long, and a digit first: the slug and package name are cut and prefixed to fit
+        return {"project_name": f"{index} Hyperspectral Satellite Imagery Land Cover Classifier"}
     if style == "unicode":
         return {
             "project_name": f'Ünïcode Leaf\'s "Disease" #{index}',
@@ -255,8 +260,12 @@ def python_files(project: Path) -> dict[str, str]:
 
 
 def test_derived_rows_get_the_names_copier_derives(matrix: dict[str, dict]) -> None:
-    """Unanswered, the slug and package name follow the project name, odd characters dropped."""
-    expected = {"derived": "matrix_{}", "unicode": "n_code_leaf_s_disease_{}", "explicit": None}
+    """Unanswered, the slug and package name follow the project name, odd characters dropped, cut to fit."""
+    expected = {
+        "derived": "project_{}_hyperspectral_satellite",
+        "unicode": "n_code_leaf_s_disease_{}",
+        "explicit": None,
+    }
     for index, info in enumerate(matrix.values()):
         derived = expected[str(info["row"]["naming"])]
         if derived is not None:

@@ -14,19 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import check, copier_cli, generate, git, run_in
-from .lifecycle import V1, V2, commit, make_user_project, make_versioned_template
+from .conftest import check, copier_cli, generate, git, make_template_repo, run_in
+from .lifecycle import V1, V2, add_rename, commit, make_user_project, make_versioned_template
 from .test_scaffold_cli import scaffold
 
 V3 = "v3.0.0"
-V3_MIGRATION = """  - version: v3.0.0
-    when: "{{ _stage == 'before' }}"
-    command:
-      - "{{ _copier_python }}"
-      - "{{ _copier_conf.src_path }}/migrations/rename_config_key.py"
-      - train.grad_clip_norm
-      - train.max_grad_norm
-"""
+V3_RENAME = "v3.0.0:\n  - [train.grad_clip_norm, train.max_grad_norm]\n"
 USER_FINETUNE = "# our fine-tuning run\ntrain:\n  epochs: 3\n  log_every: 5\n  grad_clip_norm: 1.0\n"
 WAYS = ["torch-scaffold", "copier"]
 
@@ -54,7 +47,7 @@ def three_versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for path in (repo / "template").rglob("*"):
         if path.is_file() and "grad_clip_norm" in (text := path.read_text()):
             path.write_text(text.replace("grad_clip_norm", "max_grad_norm"))
-    (repo / "copier.yml").write_text((repo / "copier.yml").read_text() + V3_MIGRATION)
+    add_rename(repo, V3_RENAME)
     commit(repo, V3, tag=V3)
     return repo
 
@@ -145,8 +138,12 @@ def test_changing_answers_during_an_update(versioned_template: Path, tmp_path: P
     removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert [line.split("#")[0].strip() for line in added if "name:" in line] == ["+  name: resnet18"]
-    assert len(removed) == len(added) == 2  # the config's model.name, and the README's table row of its default
-    assert all("simple_cnn" in line for line in removed) and all("resnet18" in line for line in added)
+    # the config's model.name and the README's table row of its default, and the recipe section's note that its
+    # tables measured another model
+    note = added[:2]
+    assert note[0].startswith("+This project's answers (resnet18, sgd, cosine) were not") and "measured here" in note[1]
+    assert len(removed) == len(added) - 2 == 2
+    assert all("simple_cnn" in line for line in removed) and all("resnet18" in line for line in added[2:])
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
     assert answers["model"] == "resnet18" and answers["ci_workflow"] is False and answers["_commit"] == V2
 
@@ -158,3 +155,39 @@ def test_a_malformed_answer_is_one_line(versioned_template: Path, tmp_path: Path
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
     assert yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == V1
+
+
+OLD_SPACE = """# the space every project got before configs/sweep.yaml followed the answers
+params:
+  optim.lr: {type: float, low: 0.01, high: 0.5, log: true}
+  model.blocks_per_stage: {type: int, low: 1, high: 3}
+"""
+
+
+def test_an_existing_sweep_space_is_kept_and_a_deleted_one_comes_back_for_the_answers(tmp_path: Path) -> None:
+    """configs/sweep.yaml became rendered from the answers (sweep.yaml.jinja). It is the project's file
+    (_skip_if_exists): an update keeps it as it is, and deleting it (committed) brings the one for the answers."""
+    repo = make_template_repo(tmp_path / "repo", tag="v0.0.0")
+    configs = repo / "template" / "configs"
+    rendered = (configs / "sweep.yaml.jinja").read_text()
+    (configs / "sweep.yaml.jinja").unlink()
+    (configs / "sweep.yaml").write_text(OLD_SPACE)  # v1: one plain file for every project
+    commit(repo, V1, tag=V1)
+    (configs / "sweep.yaml").unlink()
+    (configs / "sweep.yaml.jinja").write_text(rendered)
+    commit(repo, V2, tag=V2)
+    project = generate(repo, tmp_path / "x", vcs_ref=V1, optimizer="adamw", model="resnet18")
+    git(project, "init", "--quiet", "--initial-branch=main")
+    commit(project, "generated")
+    space = project / "configs" / "sweep.yaml"
+
+    update(project, "copier")
+    assert space.read_text() == OLD_SPACE  # the project's file: not rewritten, not deleted
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == V2
+    commit(project, "updated")
+
+    git(project, "rm", "--quiet", "configs/sweep.yaml")
+    commit(project, "take the template's space")
+    update(project, "copier")
+    params = yaml.safe_load(space.read_text())["params"]
+    assert "model.blocks_per_stage" not in params and params["optim.lr"]["high"] <= 0.02  # resnet18, adamw
