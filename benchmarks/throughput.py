@@ -154,7 +154,9 @@ def compute_bound(
     best: tuple[float, str, Callable[[], None] | None] = (0.0, "", None)
     for precision, layout, compiled in settings:
         torch.manual_seed(0)
-        model = model_module.build_model(cfg.model, classes).to(device, memory_format=layout).train()
+        model = (
+            model_module.build_model(cfg.model, classes, cfg.data.image_size).to(device, memory_format=layout).train()
+        )
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x = images.contiguous(memory_format=layout)
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
@@ -262,7 +264,9 @@ def naive_loop(root: Path, cfg: Any, classes: int, model_name: str, package: str
         dataset, batch_size=cfg.data.batch_size, shuffle=True, num_workers=4 if cuda else 0, pin_memory=cuda
     )
     if model_name == "simple_cnn":
-        model = importlib.import_module(f"{package}.models.classifier").build_model(cfg.model, classes)
+        model = importlib.import_module(f"{package}.models.classifier").build_model(
+            cfg.model, classes, cfg.data.image_size
+        )
     else:
         model = getattr(models, model_name)(num_classes=classes)
     model = model.to(device)

@@ -97,8 +97,39 @@ def torchvision_names() -> list[str]:
     return torchvision.models.list_models(module=torchvision.models)
 
 
-def torchvision_backbone(name: str) -> tuple[nn.Module, int, str]:
-    """A torchvision classifier with its last Linear replaced by ``nn.Identity``.
+# Families whose torchvision builder needs the image size, or refuses some: what each needs, said once here.
+PATCH_SIZE = {"vit_b_16": 16, "vit_b_32": 32, "vit_h_14": 14, "vit_l_16": 16, "vit_l_32": 32}
+# The smallest image whose features survive the family's strides and pools (measured for each; others take 16).
+MIN_SIZE = {"alexnet": 63, "convnext": 32, "densenet": 29, "inception_v3": 75, "vgg": 32}
+MULTIPLE_OF = {"maxvit_t": 224}  # every stage's map must split into 7x7 windows: 1/32 of the image, times 7
+
+
+def size_problem(name: str, image_size: int) -> str | None:
+    """Why ``name`` cannot train on ``image_size`` pixels square; None when it can."""
+    step = PATCH_SIZE.get(name) or MULTIPLE_OF.get(name)
+    if step and image_size % step:
+        nearest = " or ".join(map(str, sorted({max(step, image_size // step * step), (image_size // step + 1) * step})))
+        return f"{name} needs data.image_size a multiple of {step}: use {nearest}, not {image_size}"
+    smallest = max((size for family, size in MIN_SIZE.items() if name.startswith(family)), default=0)
+    if image_size < smallest:
+        return f"{name} needs data.image_size of at least {smallest}, not {image_size}"
+    return None
+
+
+def builder_options(name: str, image_size: int) -> dict[str, object]:
+    """What torchvision's builder must be told beyond the name: the size, or one output instead of three."""
+    if name in PATCH_SIZE:
+        return {"image_size": image_size}  # the position embeddings are made for this many patches
+    if name in MULTIPLE_OF:
+        return {"input_size": (image_size, image_size)}
+    if name in ("googlenet", "inception_v3"):
+        # Their auxiliary heads return a tuple in training, and their default init warns (and is slow).
+        return {"aux_logits": False, "init_weights": True}
+    return {}
+
+
+def torchvision_backbone(name: str, image_size: int = 224) -> tuple[nn.Module, int, str]:
+    """A torchvision classifier for ``image_size`` pixels, with its last Linear replaced by ``nn.Identity``.
 
     Returns the backbone, its embedding size and the replaced layer's name.
     """
@@ -106,7 +137,15 @@ def torchvision_backbone(name: str) -> tuple[nn.Module, int, str]:
     if name not in names:
         close = difflib.get_close_matches(name, [*names, "simple_cnn"], n=3)
         raise UserError(f"unknown model.name {name!r}: use simple_cnn or a torchvision classifier ({', '.join(close)})")
-    network = torchvision.models.get_model(name, weights=None)  # never downloads
+    problem = size_problem(name, image_size)
+    if problem:
+        raise UserError(problem)
+    network = torchvision.models.get_model(name, weights=None, **builder_options(name, image_size))  # no download
+    if name.startswith("squeezenet"):
+        # Its head is a 1x1 convolution before the pooling, not a Linear: pool the features instead.
+        conv = network.classifier[1]
+        network.classifier = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        return network, conv.in_channels, "classifier.1"
     head_name = [n for n, m in network.named_modules() if isinstance(m, nn.Linear)][-1]
     head = network.get_submodule(head_name)
     parent_name, _, child = head_name.rpartition(".")
@@ -115,7 +154,8 @@ def torchvision_backbone(name: str) -> tuple[nn.Module, int, str]:
     return network, head.in_features, head_name
 
 
-def build_model(cfg: ModelConfig, num_classes: int) -> ImageClassifier:
+def build_model(cfg: ModelConfig, num_classes: int, image_size: int = 224) -> ImageClassifier:
+    """The configured network for ``image_size`` pixels (ViT and MaxViT are built for one size)."""
     removed_head = ""
     custom = extensions.custom_backbone(cfg.name)
     if custom is not None:
@@ -124,7 +164,7 @@ def build_model(cfg: ModelConfig, num_classes: int) -> ImageClassifier:
         backbone: nn.Module = SimpleCNN(cfg.widths, cfg.blocks_per_stage, in_channels=len(cfg.mean))
         num_features = backbone.out_features
     else:
-        backbone, num_features, removed_head = torchvision_backbone(cfg.name)
+        backbone, num_features, removed_head = torchvision_backbone(cfg.name, image_size)
     if cfg.pretrained_weights:
         load_pretrained(backbone, Path(cfg.pretrained_weights), removed_head)
     model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, cfg.mean, cfg.std)

@@ -53,7 +53,8 @@ def load_trained(
     device = select_device(cfg.train.device)
     configure_backends(device, cfg.train.deterministic)
     # The weights come from the checkpoint; a pretrained file need not exist any more.
-    model = build_model(dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False), len(classes))
+    plain = dataclasses.replace(cfg.model, pretrained_weights=None, freeze_backbone=False)
+    model = build_model(plain, len(classes), cfg.data.image_size)
     average = state.get("model_ema")
     weights = state["model"] if raw_weights or average is None else average
     load_model_state(model, weights, checkpoint, models=(state.get("config", {}).get("model"), cfg.model))

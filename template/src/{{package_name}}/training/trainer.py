@@ -160,7 +160,7 @@ class Trainer:
     def assemble(self, train_set: Any) -> None:
         """The model, its wrappers and average, and what an optimizer step needs (P9, P12, P14)."""
         cfg, device = self.cfg, self.compute.device
-        model = build_model(cfg.model, len(self.classes))
+        model = build_model(cfg.model, len(self.classes), cfg.data.image_size)
         if cfg.train.sync_batchnorm:
             model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
         # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
