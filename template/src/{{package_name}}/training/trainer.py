@@ -168,7 +168,7 @@ class Trainer:
         # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
         compiled = torch.compile(self.model) if cfg.train.compile else self.model
-        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
+        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
         self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
         self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
