@@ -11,10 +11,12 @@ crops are the loader's and ``BatchAugment``'s: resume stays exact.
 from __future__ import annotations
 
 import functools
+import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader
 
 from .pipeline import SquareImages, square
@@ -32,9 +34,33 @@ def jpeg_decoder() -> Callable[..., list[torch.Tensor]] | None:
     return decode_jpeg
 
 
-def decodes_on_gpu(paths: list[str], device: torch.device) -> bool:
+def jpegs_on_cuda(paths: list[str], device: torch.device) -> bool:
     """On CUDA, with TorchCodec, when every training file is a JPEG (nvJPEG decodes nothing else)."""
     return device.type == "cuda" and all(p.lower().endswith(JPEG) for p in paths) and jpeg_decoder() is not None
+
+
+def cuda_decode_failure(device: torch.device) -> str | None:
+    """Why TorchCodec cannot decode a JPEG on ``device``, in one line; None when a tiny probe decodes there.
+
+    That TorchCodec imports says nothing of CUDA: a build without nvJPEG (or
+    CUDA) imports, and fails only at its first decode on the GPU.
+    """
+    decode = jpeg_decoder()
+    if decode is None:
+        return "TorchCodec does not load (the decode extra)"
+    encoded = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(encoded, format="JPEG")
+    try:
+        decode([torch.frombuffer(bytearray(encoded.getvalue()), dtype=torch.uint8)], mode="RGB", device=device)
+    except Exception as exc:  # whatever the build raises, the CPU then decodes
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        return f"TorchCodec could not decode a JPEG on {device}: {first.strip()}"
+    return None
+
+
+def decodes_on_gpu(paths: list[str], device: torch.device) -> bool:
+    """JPEG files on CUDA (``jpegs_on_cuda``) where TorchCodec's probe decode there succeeds."""
+    return jpegs_on_cuda(paths, device) and cuda_decode_failure(device) is None
 
 
 class EncodedImages(SquareImages):
