@@ -103,6 +103,6 @@ def measured_facts(
 ) -> DataFacts:
     """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
-    # The probe again, for its reason: only where it failed, which is rare, and cheap where the decoder is missing.
+    # The probe asked again for its reason, only where the files and device were nvJPEG's and it failed (rare).
     failure = cuda_decode_failure(device) if not gpu and jpegs_on_cuda(paths, device) else None
     return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
