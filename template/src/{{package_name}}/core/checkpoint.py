@@ -240,18 +240,24 @@ def tensor_differences(
     return "; ".join(parts)
 
 
-def rng_state(cuda_devices: Sequence[int] = (), cuda_by_rank: list[list[torch.Tensor]] | None = None) -> dict[str, Any]:
+def rng_state(
+    cuda_devices: Sequence[int] = (),
+    cuda_by_rank: list[list[torch.Tensor]] | None = None,
+    torch_by_rank: list[torch.Tensor] | None = None,
+) -> dict[str, Any]:
     """Every random generator the run draws from, as tensors and plain values.
 
     Of the GPUs, those the training uses (the training device, and under
     DataParallel each replica's GPU, whose dropout draws from its own
     generator): the file then also resumes on a machine with another number
-    of GPUs. Under DDP each rank draws dropout from its own GPU's generator:
-    ``cuda_by_rank`` (``cuda_rng_by_rank``) holds every rank's, at its rank.
+    of GPUs. Under DDP each rank draws dropout from generators of its own
+    (``seeding.seed_process``): ``cuda_by_rank`` (``cuda_rng_by_rank``) and
+    ``torch_by_rank`` (``torch_rng_by_rank``, the CPU's) hold every rank's, at its rank.
     """
     numpy_state = np.random.get_state()  # noqa: NPY002 - the global generator user code may draw from
     return {
         "torch": torch.get_rng_state(),
+        "torch_by_rank": torch_by_rank,
         "cuda": {index: torch.cuda.get_rng_state(index) for index in cuda_devices} or None,
         "cuda_by_rank": cuda_by_rank,
         "numpy": [numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]],
@@ -270,15 +276,28 @@ def cuda_rng_by_rank(cuda_devices: Sequence[int], world: World) -> list[list[tor
     return gather_objects([torch.cuda.get_rng_state(index) for index in cuda_devices], world)
 
 
+def torch_rng_by_rank(world: World) -> list[torch.Tensor] | None:
+    """Under DDP, every rank's CPU generator, in rank order; else None. A collective, as ``cuda_rng_by_rank``."""
+    if not world.distributed:
+        return None
+    return gather_objects(torch.get_rng_state(), world)
+
+
 def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = (), rank: int | None = None) -> None:
     """Restore the generators ``rng_state`` saved; a GPU this run does not use keeps its own.
 
-    ``rank`` (under DDP) takes this rank's own CUDA generators from
-    ``cuda_by_rank``, matched by position: rank 1 trained on cuda:1 on one
-    machine resumes on cuda:0 of a second. Files without it (written before,
-    or by one process) restore the GPUs they name.
+    ``rank`` (under DDP) takes this rank's own generators from
+    ``torch_by_rank`` and ``cuda_by_rank``, matched by position: rank 1
+    trained on cuda:1 on one machine resumes on cuda:0 of a second. Files
+    without them (written before, or by one process) restore the GPUs they
+    name, and rank 0's CPU generator on rank 0 alone: another rank keeps the
+    stream ``seed_process`` gave it, not a copy of rank 0's.
     """
-    torch.set_rng_state(state["torch"])
+    cpu_by_rank = state.get("torch_by_rank")
+    if rank is None or (rank == 0 and cpu_by_rank is None):
+        torch.set_rng_state(state["torch"])
+    elif cpu_by_rank is not None and rank < len(cpu_by_rank):
+        torch.set_rng_state(cpu_by_rank[rank])
     by_rank = state.get("cuda_by_rank")
     if rank is not None and by_rank is not None and rank < len(by_rank):
         saved = dict(zip(cuda_devices, by_rank[rank], strict=False))  # this rank's GPUs, in the order it saved them

@@ -215,12 +215,15 @@ def barrier(world: World) -> None:
         dist.barrier()
 
 
-def data_parallel_ids(device: torch.device, cfg: TrainConfig, batch_size: int) -> list[int]:
+def data_parallel_ids(device: torch.device, cfg: TrainConfig, batch_size: int, world: World | None = None) -> list[int]:
     """The GPUs that ``nn.DataParallel`` spreads each batch over, the training device first; [] for none.
 
     ``parallel: auto`` uses every visible GPU when ``train.device`` names no
     index; an explicit ``cuda:N`` trains on that GPU alone unless ``parallel: dp``.
+    Under torchrun (``world`` of several processes) never: each process is DDP's, on its own GPU.
     """
+    if world is not None and world.distributed:
+        return []  # before the checks below: compile and small batches are DDP's to take, not DataParallel's
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     one_named_gpu = cfg.parallel == "auto" and ":" in cfg.device
     if cfg.parallel == "none" or gpus < 2 or one_named_gpu:

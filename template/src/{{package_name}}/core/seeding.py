@@ -7,6 +7,7 @@ images, crops and mixes of an uninterrupted one (bit-exact resume), and it is
 why no module here keeps a running random state between steps.
 
 - ``seed_everything``: the start of a run (model initialization, user code).
+- ``seed_process``: after model initialization, another torch stream per DDP process (dropout).
 - ``sample_seed``: one training sample's per-image augmentation (``SeededSamples``).
 - ``batch_seed``: one training batch's mixing (``data/mixing.py``); ``crop_seed``: its
   crops and flips on the device (``data/augment.py``), another stream per process.
@@ -27,6 +28,17 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 - user code may draw from NumPy's global generator
     torch.manual_seed(seed)
+
+
+def seed_process(seed: int, rank: int) -> None:
+    """After the model is built: each DDP process its own torch generators (the CPU's and every GPU's).
+
+    Model initialization draws alike on every rank; what training draws from
+    these generators (dropout) must not, or every GPU draws the same masks.
+    Rank 0 keeps its stream: a one-process run draws what it always drew.
+    """
+    if rank > 0:
+        torch.manual_seed(sample_seed(seed, rank, -1))  # index -1: no sample's, batch's or crop's seed
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:

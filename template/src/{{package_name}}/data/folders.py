@@ -196,7 +196,7 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
-        workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
+        workers = loader_workers(cfg.data.num_workers, world, device)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
         train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
     elif memory:
@@ -303,17 +303,24 @@ def worker_start(workers: int) -> Any:
     return context
 
 
-def loader_workers(setting: int | str, world: World) -> int:
-    """``auto``: the CPU cores this process can spare beyond two for the model's own threads, at most 8.
+def loader_workers(setting: int | str, world: World, device: torch.device) -> int:
+    """``auto``: this process's share of the CPU cores (cores / processes on this node), less its own, at most 8.
 
-    On a 2-core machine that is 0: loading in the main process beats workers
-    that compete with the model for the same cores (benchmarks/throughput.py).
+    On CUDA the main process mostly waits for the GPU, so the share's other
+    cores load: 16 cores and 8 GPUs give each rank 1 worker (this used to
+    give 0: two cores were kept back per rank). On the CPU the model computes
+    on the same cores, so two stay with it: a 2-core machine loads in the main
+    process, which is fastest there (benchmarks/throughput.py). At most 8: each
+    worker holds its own prefetched batches and a copy of the sample list, and
+    one process rarely needs more (``data.num_workers`` sets any count).
     """
     if setting != "auto":
         return int(setting)
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(0, min(8, cores // max(processes, 1) - 2))
+    share = cores // max(processes, 1)
+    kept = 1 if device.type == "cuda" else 2  # the main process; on the CPU also the model's own threads
+    return max(0, min(8, share - kept))
 
 
 def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> Sampler:
@@ -343,7 +350,7 @@ def build_loader(
     How the training batches then reach the device is ``batches.TrainingBatches.build``'s choice.
     """
     world = world or World()
-    workers = loader_workers(cfg.data.num_workers, world)
+    workers = loader_workers(cfg.data.num_workers, world, device)
     sampler = build_sampler(dataset, cfg, world, train)
     squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
     return DataLoader(

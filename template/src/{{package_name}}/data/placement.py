@@ -9,8 +9,8 @@ One rule for ``auto``, in this order:
 2. ``memory``: decoded once into this machine's memory when they take at most
    ``cache.AUTO_SHARE`` of it; batches are gathered on the host and copied.
 3. ``gpu-decode``: on CUDA, when every training file is a JPEG and TorchCodec
-   loads: the loader reads bytes, nvJPEG decodes each batch on the GPU
-   (``gpu_decode.py``).
+   decodes a probe JPEG there: the loader reads bytes, nvJPEG decodes each
+   batch on the GPU (``gpu_decode.py``). A probe that fails is named in the line.
 4. ``stream``: decoded batch by batch in the loader, every epoch.
 
 ``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
@@ -27,7 +27,7 @@ import torch
 
 from ..core.errors import UserError
 from .cache import AUTO_SHARE
-from .gpu_decode import decodes_on_gpu
+from .gpu_decode import cuda_decode_failure, decodes_on_gpu, jpegs_on_cuda
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
 
@@ -43,7 +43,8 @@ class DataFacts:
     device: str  # "cpu", "cuda:0", ...
     device_free: int | None  # free bytes on a CUDA device; None on the CPU
     host_fits: bool  # cache.keeps_in_memory: the images fit the host's share (they are decoded there first)
-    gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec, every training file a JPEG
+    gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec decodes there, every training file a JPEG
+    gpu_decode_failure: str | None = None  # why not, where TorchCodec loads but failed its probe decode on the GPU
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ def choose(facts: DataFacts) -> Placement:
     if facts.host_fits and facts.setting != "none":
         return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process)")
     why = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
+    if facts.gpu_decode_failure and facts.batch_path:  # the GPU path was wanted: say why the CPU decodes instead
+        why += f"; not with nvJPEG: {facts.gpu_decode_failure}"
     if facts.gpu_decode and facts.batch_path:  # what does not fit is decoded where the CPU is not the bottleneck
         line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
         return Placement("gpu-decode", line)
@@ -100,4 +103,6 @@ def measured_facts(
 ) -> DataFacts:
     """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
-    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu)
+    # The probe asked again for its reason, only where the files and device were nvJPEG's and it failed (rare).
+    failure = cuda_decode_failure(device) if not gpu and jpegs_on_cuda(paths, device) else None
+    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)

@@ -64,17 +64,22 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer
 
 
 def keep_fused(optimizer: torch.optim.Optimizer, fused: bool | None) -> None:
-    """``load_state_dict`` takes each group's ``fused`` from the checkpoint: put this device's choice back.
+    """``load_state_dict`` takes each group's ``fused`` from the checkpoint: put this device's choice in first.
 
     Else a CPU checkpoint resumed on a GPU would step unfused (and GradScaler,
-    told at construction that the step is fused, would hand it a flag it rejects).
+    told at construction that the step is fused, would hand it a flag it
+    rejects). It must be in the incoming groups, not set after loading: torch
+    places each state tensor by the loaded group's flag, and an unfused
+    group's ``step`` stays on the CPU, where the fused CUDA kernel refuses it
+    (pytorch/pytorch#104767, #124133).
     """
 
-    def restore_choice(loaded: torch.optim.Optimizer) -> None:
-        for group in loaded.param_groups:
-            group["fused"] = fused
+    def with_choice(_: torch.optim.Optimizer, state_dict: dict[str, Any]) -> dict[str, Any]:
+        # New group dicts: load_state_dict copied only the outer dict, the caller's checkpoint stays as read.
+        state_dict["param_groups"] = [{**group, "fused": fused} for group in state_dict["param_groups"]]
+        return state_dict
 
-    optimizer.register_load_state_dict_post_hook(restore_choice)
+    optimizer.register_load_state_dict_pre_hook(with_choice)
 
 
 def lr_factor(cfg: OptimConfig, steps_per_epoch: int, epochs: int) -> Callable[[int], float]:

@@ -55,6 +55,7 @@ from ..core.checkpoint import (
     rng_state,
     save_run_checkpoint,
     set_rng_state,
+    torch_rng_by_rank,
 )
 from ..core.config import Config
 from ..core.distributed import World
@@ -173,6 +174,7 @@ class RunState:
         progress: Progress,
         per_process: list[dict[str, Any]] | None,
         cuda_by_rank: list[list[torch.Tensor]] | None = None,
+        torch_by_rank: list[torch.Tensor] | None = None,
     ) -> dict[str, Any]:
         """Every key of the table above, in its order."""
         model, ema, optimization = self.parts.model, self.parts.ema, self.parts.optimization
@@ -187,7 +189,7 @@ class RunState:
             # model_ema and model_ema_updates: the average's weights and how many updates it holds (its warm-up).
             **(ema.state_dict() if ema is not None else {"model_ema": None, "model_ema_updates": 0}),
             "criterion": optimization.criterion.state_dict(),
-            "rng": rng_state(self.parts.cuda_ids, cuda_by_rank),
+            "rng": rng_state(self.parts.cuda_ids, cuda_by_rank, torch_by_rank),
             "classes": self.parts.classes,
             "config": self.cfg.to_dict(),
             "provenance": self.parts.provenance,
@@ -213,7 +215,7 @@ class RunState:
         progress = Progress(totals=self.unfinished_epoch(path, state))
         progress.load_state_dict(state)
         # Last: nothing after this may draw a random number before fit, or the resumed run would diverge.
-        # Under DDP each rank takes its own CUDA generators back (rng["cuda_by_rank"]), not rank 0's.
+        # Under DDP each rank takes its own generators back (rng["torch_by_rank"], ["cuda_by_rank"]), not rank 0's.
         set_rng_state(state["rng"], self.parts.cuda_ids, self.world.rank if self.world.distributed else None)
         within = f", step {progress.totals.batches} of epoch {progress.epoch + 1}" if progress.totals else ""
         self.say(f"resumed from {path} after epoch {progress.epoch}{within} (global step {progress.step}){reshaped}")
@@ -222,13 +224,14 @@ class RunState:
     def save(self, progress: Progress, is_best: bool = False) -> Path:
         """Every process takes part (a mid-epoch file holds each one's running sums); the main process writes."""
         per_process = progress.totals.gathered(self.world) if progress.totals is not None else None
-        # A collective too: every rank's CUDA generators (DDP on GPUs), for each rank to take its own back.
+        # Collectives too: every rank's generators (DDP: each draws its own dropout), for each to take its own back.
         cuda_by_rank = cuda_rng_by_rank(self.parts.cuda_ids, self.world)
+        torch_by_rank = torch_rng_by_rank(self.world)
         last = self.out_dir / "last.pt"
         if not self.world.is_main:
             return last
         try:
-            state = self.state_dict(progress, per_process, cuda_by_rank)
+            state = self.state_dict(progress, per_process, cuda_by_rank, torch_by_rank)
             save_run_checkpoint(state, self.out_dir, self.cfg.train.keep_last)
             if is_best:
                 link_atomically(last, self.out_dir / "best.pt")  # a hard link: best.pt costs no second write

@@ -46,7 +46,7 @@ from ..core.distributed import (
     wrap_model,
 )
 from ..core.provenance import provenance
-from ..core.seeding import seed_everything
+from ..core.seeding import seed_everything, seed_process
 from ..data.batches import TrainingBatches
 from ..data.folders import build_loader, build_training_data, stop_workers
 from ..data.samplers import balanced_class_weights
@@ -144,6 +144,7 @@ class Trainer:
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.assemble(train_set)
+        seed_process(cfg.train.seed, self.world.rank)  # the same weights on every rank; from here, its own dropout
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
         parts = RunParts(
             model=self.model,
@@ -168,7 +169,7 @@ class Trainer:
         # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
         compiled = torch.compile(self.model) if cfg.train.compile else self.model
-        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size)
+        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
         self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
         self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
