@@ -1,0 +1,49 @@
+"""A project whose every answer differs from the default passes its whole suite, within a hosted runner's disk.
+
+Its own file, so that pytest-xdist runs it beside test_generate.py's default project, not after it.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .conftest import check, generate, run_in
+from .test_matrix import COPIER_QUESTIONS, NAMING_QUESTIONS, TEMP_LIMIT, folder_bytes
+
+# Every asked answer other than its default. The model: ViT-B/16, the largest family the test can step on a
+# hosted runner (one AdamW step of vit_h_14, the largest the validator allows, took 80 s and 10.6 GB here, more
+# than a 7 GB runner holds), and the one whose builder needs the image size; the size a multiple of its patch.
+OTHER_ANSWERS = {
+    "project_name": "Every Answer Changed",
+    "python_version": "3.13",
+    "model": "vit_b_16",
+    "image_size": 48,
+    "optimizer": "adamw",
+    "scheduler": "step",
+    "precision": "fp32",
+    "ci_workflow": False,
+}
+
+
+def test_every_question_is_answered_otherwise() -> None:
+    """A new question joins OTHER_ANSWERS, with a value other than its default."""
+    asked = {name for name in COPIER_QUESTIONS if name not in NAMING_QUESTIONS}
+    assert asked == set(OTHER_ANSWERS) - {"project_name"}
+    for name in asked:
+        assert OTHER_ANSWERS[name] != COPIER_QUESTIONS[name]["default"], name
+
+
+def test_a_project_with_every_answer_changed_passes_its_whole_suite(template_repo: Path, tmp_path: Path) -> None:
+    project = generate(template_repo, tmp_path / "p", **OTHER_ANSWERS)
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert {name: answers[name] for name in OTHER_ANSWERS} == OTHER_ANSWERS
+    basetemp = tmp_path / "suite-tmp"
+    started = time.monotonic()
+    out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                       f"--basetemp={basetemp}"))  # fmt: skip
+    used = folder_bytes(basetemp)
+    print(f"every answer changed: {time.monotonic() - started:.0f} s, {used / 2**20:.0f} MB of temporary files")
+    assert " passed" in out and " failed" not in out
+    assert used < TEMP_LIMIT, f"{used / 2**30:.2f} GB of temporary files"
