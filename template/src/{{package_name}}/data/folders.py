@@ -25,6 +25,7 @@ from ..core.config import Config, DataConfig
 from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
+from ..core.machine import cpu_cores
 from ..core.seeding import SeededSamples
 from .bad_files import (
     Checked,
@@ -317,7 +318,7 @@ def loader_workers(setting: int | str, world: World, device: torch.device) -> in
     if setting != "auto":
         return int(setting)
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = cpu_cores()  # the affinity (or the server profile's, core/machine.py)
     share = cores // max(processes, 1)
     kept = 1 if device.type == "cuda" else 2  # the main process; on the CPU also the model's own threads
     return max(0, min(8, share - kept))

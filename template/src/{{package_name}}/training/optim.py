@@ -11,6 +11,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from ..core.config import OptimConfig
+from ..core.machine import fused_kernels
 
 
 def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
@@ -41,13 +42,13 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
 
 
 def fused_on(device: torch.device) -> bool | None:
-    """``fused=True`` on CUDA, torch's default elsewhere (the CPU's numbers stay as they were).
+    """``fused=True`` on CUDA (core/machine.py), torch's default elsewhere (the CPU's numbers stay as they were).
 
     A fused optimizer takes GradScaler's found-inf flag as a device tensor and
     skips an overflowed fp16 step on the GPU; any other makes GradScaler read
     the flag with ``.item()``, a host sync at every step.
     """
-    return True if device.type == "cuda" else None
+    return fused_kernels(device)
 
 
 def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
