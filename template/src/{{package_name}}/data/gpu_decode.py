@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 
 from .pipeline import SquareImages, square
+from .shards import read_bytes
 
 JPEG = (".jpg", ".jpeg")
 
@@ -47,7 +47,7 @@ class EncodedImages(SquareImages):
 
     def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         indices = [key[1] for key in keys]
-        files = [Path(self.samples[i][0]).read_bytes() for i in indices]
+        files = [read_bytes(self.loader, self.samples[i][0]) for i in indices]  # from the file, or its shard
         flat = torch.frombuffer(bytearray(b"".join(files)), dtype=torch.uint8)
         return flat, torch.as_tensor([len(data) for data in files], dtype=torch.long), self.labels[indices]
 
