@@ -80,7 +80,10 @@ def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, t
     pattern = str(out / f"{split}-%06d.tar")
     # Fixed mtime: packing the same folder twice writes the same bytes. The opener keeps paths literal
     # (webdataset's own would read a "pipe:" prefix as a command).
-    writer = wds.ShardWriter(pattern, maxsize=max_bytes, maxcount=10**9, verbose=0, mtime=0.0, opener=open_new)
+    written: list[str] = []  # each shard's file as the writer closes it: shard n is written[n]
+    writer = wds.ShardWriter(
+        pattern, maxsize=max_bytes, maxcount=10**9, verbose=0, mtime=0.0, opener=open_new, post=written.append
+    )
     progress = Progress(len(dataset.samples), f"packing {split}", terminal)
     members = []  # (relative path, label, shard number, member name)
     try:
@@ -94,7 +97,7 @@ def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, t
     finally:
         writer.close()
     progress.close()
-    files = [Path(pattern % shard) for shard in range(writer.shard)]  # every shard the writer opened
+    files = [Path(name) for name in written]
     offsets = [member_offsets(file) for file in files]
     samples = [
         [relative.replace(os.sep, "/"), target, shard, *offsets[shard][name]]
