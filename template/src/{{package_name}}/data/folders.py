@@ -139,6 +139,8 @@ def has_split(root: Path, split: str) -> bool:
 
 def check_split(root: Path, split: str) -> None:
     """For the commands that read one split (evaluate --split, similar --split): name a missing one."""
+    if not has_split(root, split) and is_packed(root):
+        raise UserError(f"{root} holds no packed {split}/ split: pack a folder that has {split}/ with pack-shards")
     if not has_split(root, split):
         raise UserError(f"{root / split} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
 
