@@ -18,7 +18,6 @@ import shutil
 import sys
 import tarfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +153,7 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         "data_format": cfg.format,
         "on_bad_file": cfg.on_bad_file,
         "source": str(root.resolve()),
-        "packed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "packed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "classes": list(train.classes),
         "splits": splits,
     }
