@@ -77,11 +77,12 @@ def member_offsets(path: Path) -> dict[str, tuple[int, int]]:
 def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, terminal: bool) -> dict[str, Any]:
     """Pack one split in the dataset's order; returns its manifest entry (samples, shards, digest)."""
     pattern = str(out / f"{split}-%06d.tar")
-    # Fixed mtime: packing the same folder twice writes the same bytes. The opener keeps paths literal
-    # (webdataset's own would read a "pipe:" prefix as a command).
+    # Fixed mtime: packing the same folder twice writes the same bytes; an int, as a float mtime costs each member a
+    # PAX header (1 KB more a member: more than a small PNG). The opener keeps paths literal (webdataset's own
+    # would read a "pipe:" prefix as a command).
     written: list[str] = []  # each shard's file as the writer closes it: shard n is written[n]
     writer = wds.ShardWriter(
-        pattern, maxsize=max_bytes, maxcount=10**9, verbose=0, mtime=0.0, opener=open_new, post=written.append
+        pattern, maxsize=max_bytes, maxcount=10**9, verbose=0, mtime=0, opener=open_new, post=written.append
     )
     progress = Progress(len(dataset.samples), f"packing {split}", terminal)
     members = []  # (relative path, label, shard number, member name)
