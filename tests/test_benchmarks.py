@@ -49,6 +49,14 @@ def test_small_data_quick(tmp_path: Path) -> None:
     assert 0.0 <= rows[0]["best_val_acc"] <= 1.0 and rows[0]["max_val_loss"] > 0
 
 
+def test_shards_quick(tmp_path: Path) -> None:
+    report = run_benchmark("shards.py", tmp_path / "shards.json")
+    assert isinstance(report, dict) and report["pack_seconds"] > 0
+    assert [(run["source"], run["workers"]) for run in report["runs"]] == [("folder", 0), ("shards", 0)]
+    assert all(run["images_per_second"] > 0 and run["first_step_s_cache_none"] > 0 for run in report["runs"])
+    assert report["disk"]["shards"]["files"] == 3  # train, val and the manifest
+
+
 def test_versus_quick(tmp_path: Path) -> None:
     report = run_benchmark("versus.py", tmp_path / "versus.json", "HEAD", "HEAD")
     assert isinstance(report, dict)

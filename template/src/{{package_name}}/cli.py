@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | export | sweep | sample-data.
+"""Command line: train | evaluate | predict | similar | export | sweep | sample-data | pack-shards.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_options(sweep, DEFAULT_CONFIG)
     add_sweep_arguments(sweep)
 
+    pack = commands.add_parser("pack-shards", help="pack an ImageFolder into tar shards once; train from them after")
+    add_config_options(pack, "the defaults")
+    pack.add_argument("data_root", metavar="DATA_ROOT", help="the folder that holds train/ and val/ (and test/)")
+    pack.add_argument("out_dir", metavar="OUT_DIR", help="a new or empty folder for the shards and shards.json")
+    pack.add_argument("--shard-size", default="256M", help="bytes per shard, e.g. 256M or 1G (default: 256M)")
+
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
     sample.add_argument("--train-per-class", type=int, default=200)
@@ -126,6 +132,16 @@ def sample_data_command(args: argparse.Namespace) -> int:
     root = write_sample_data(args.dir, args.train_per_class, args.val_per_class, args.image_size, args.seed)
     total = len(CLASSES) * (args.train_per_class + args.val_per_class)
     print(f"wrote {total} images of {len(CLASSES)} classes to {root}/train and {root}/val")
+    return 0
+
+
+def pack_shards_command(args: argparse.Namespace) -> int:
+    """The files checked as training checks them (data.format, data.on_bad_file from --config/--set), then packed."""
+    from .commands.pack_shards import pack_shards, shard_bytes
+    from .core.config import load_config
+
+    cfg = load_config(args.config or [], args.overrides)
+    print(pack_shards(args.data_root, args.out_dir, cfg.data, shard_bytes(args.shard_size)))
     return 0
 
 
@@ -211,6 +227,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": export_command,
     "sweep": sweep_command,
     "sample-data": sample_data_command,
+    "pack-shards": pack_shards_command,
 }
 
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..core.device import autocast
 from ..core.errors import UserError
-from ..data.folders import build_loader, build_transform, folder_dataset
+from ..data.folders import build_loader, build_transform, check_split, split_dataset
 from ..training.inference import Loaded, read_input
 
 
@@ -58,10 +58,9 @@ class SimilarityIndex:
 
     def __init__(self, loaded: Loaded, split: str = "train") -> None:
         cfg = loaded.config
-        root = Path(cfg.data.root) / split
-        if not root.is_dir():
-            raise UserError(f"{root} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
-        dataset = folder_dataset(root, cfg.data, train=False)  # the eval transform: no random crops
+        root = Path(cfg.data.root)
+        check_split(root, split)  # a subfolder, or a split that pack-shards packed
+        dataset = split_dataset(root, split, cfg.data, train=False)  # the eval transform: no random crops
         self.paths = [path for path, _ in dataset.samples]
         self.labels = [dataset.classes[target] for _, target in dataset.samples]
         self.model = without_head(loaded.model)

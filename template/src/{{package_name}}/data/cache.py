@@ -102,6 +102,7 @@ class MemoryCache(Dataset):
         self.class_to_idx = folder.class_to_idx
         self.root = folder.root
         self.samples = list(folder.samples)  # the files behind the images: provenance fingerprints them
+        self.file_size = getattr(folder, "file_size", os.path.getsize)  # their sizes (a packed split: data/shards.py)
 
     def __len__(self) -> int:
         return len(self.images)

@@ -41,6 +41,7 @@ from .gpu_decode import EncodedImages
 from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
 from .placement import Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
+from .shards import PackedFolder, is_packed, packed_splits
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -124,6 +125,27 @@ def folder_dataset(
     return dataset
 
 
+def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **options: Any) -> datasets.DatasetFolder:
+    """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
+    is a folder that ``pack-shards`` wrote (data/shards.py; it was checked file by file when packed)."""
+    if is_packed(root):
+        return PackedFolder(root, split, build_transform(cfg, train), cfg.format)  # type: ignore[return-value]
+    return folder_dataset(root / split, cfg, train, **options)
+
+
+def has_split(root: Path, split: str) -> bool:
+    """Whether ``data.root`` holds the split: a subfolder, or a packed split."""
+    return split in packed_splits(root) if is_packed(root) else (root / split).is_dir()
+
+
+def check_split(root: Path, split: str) -> None:
+    """For the commands that read one split (evaluate --split, similar --split): name a missing one."""
+    if not has_split(root, split) and is_packed(root):
+        raise UserError(f"{root} holds no packed {split}/ split: pack a folder that has {split}/ with pack-shards")
+    if not has_split(root, split):
+        raise UserError(f"{root / split} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
+
+
 def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:
     """What ImageFolder needs, said in our words: one subfolder per class, each with at least one sample."""
     example = f"{root}/<class name>/<file>, e.g. {root}/cat/0001.jpg and {root}/dog/0002.jpg"
@@ -174,11 +196,12 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
     check_files = world.local_rank == 0
     root = Path(cfg.data.root)
-    check_data_root(root)
+    if not is_packed(root):  # a packed folder (shards.py) has no train/ and val/ to check
+        check_data_root(root)
     # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
     said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = folder_dataset(root / "train", cfg.data, train=True, **said)
-    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, **said)
+    train_set = split_dataset(root, "train", cfg.data, train=True, **said)
+    val_set = split_dataset(root, "val", cfg.data, train=False, allow_empty=True, **said)
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "

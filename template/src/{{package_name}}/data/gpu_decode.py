@@ -16,7 +16,6 @@ import contextlib
 import functools
 import io
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from .pipeline import SquareImages, square
 from .prefetch import Batch, Prefetched
+from .shards import read_bytes
 
 JPEG = (".jpg", ".jpeg")
 
@@ -78,7 +78,7 @@ class EncodedImages(SquareImages):
 
     def __getitems__(self, keys: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         indices = [key[1] for key in keys]
-        files = [Path(self.samples[i][0]).read_bytes() for i in indices]
+        files = [read_bytes(self.loader, self.samples[i][0]) for i in indices]  # from the file, or its shard
         flat = torch.frombuffer(bytearray(b"".join(files)), dtype=torch.uint8)
         return flat, torch.as_tensor([len(data) for data in files], dtype=torch.long), self.labels[indices]
 

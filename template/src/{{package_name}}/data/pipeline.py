@@ -14,6 +14,7 @@ Evaluation images take the per-sample path either way: their pixels do not chang
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from .. import extensions
 from ..core.config import DataConfig
 from ..core.errors import UserError
 from .cache import refuse_if_too_big
+from .shards import packed_loader
 
 # TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
 CODEC_DECODED = (".png", ".jpg", ".jpeg")
@@ -105,8 +107,10 @@ def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
     """
     decode = codec_decoder()
     if decode is not None and path.lower().endswith(CODEC_DECODED):
+        packed = packed_loader(fallback)  # a packed split (shards.py): the same bytes, read from its shard
+        source = path if packed is None else torch.frombuffer(bytearray(packed.read_bytes(path)), dtype=torch.uint8)
         try:
-            image = decode(path, mode="RGB")
+            image = decode(source, mode="RGB")
             if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: Pillow converts it as before
                 return image
         except (RuntimeError, ValueError):
@@ -131,6 +135,7 @@ class SquareImages(Dataset):
         self.targets = list(folder.targets)
         self.classes, self.class_to_idx, self.root = folder.classes, folder.class_to_idx, folder.root
         self.labels = torch.as_tensor(self.targets, dtype=torch.long)
+        self.file_size = getattr(folder, "file_size", os.path.getsize)  # for provenance: a packed split knows them
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..data.folders import has_split
 from ..outputs.evaluation_report import format_table, table_rows
 from .inference import load_trained, run_evaluate
 
@@ -18,7 +19,7 @@ from .inference import load_trained, run_evaluate
 def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] | None:
     """Write ``out_dir/test_metrics.json`` and print the report; None when there is no test/ folder."""
     best = out_dir / "best.pt"
-    if not (Path(data_root) / "test").is_dir() or not best.is_file():
+    if not has_split(Path(data_root), "test") or not best.is_file():
         return None
     loaded = load_trained(best, overrides=(f"data.root={data_root}",))
     result = run_evaluate(loaded, "test")

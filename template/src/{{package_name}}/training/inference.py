@@ -18,7 +18,15 @@ from ..core.config import Config, load_config
 from ..core.device import Compute, configure_backends, resolve_precision, select_device
 from ..core.errors import UserError
 from ..data.bad_files import READ_ERRORS, BadFileError, extension_list, listing, reason
-from ..data.folders import NPY_EXTENSIONS, align_classes, build_loader, build_transform, folder_dataset, load_npy
+from ..data.folders import (
+    NPY_EXTENSIONS,
+    align_classes,
+    build_loader,
+    build_transform,
+    check_split,
+    load_npy,
+    split_dataset,
+)
 from ..models.classifier import ImageClassifier, build_model
 from .engine import evaluate
 
@@ -71,10 +79,9 @@ def load_trained(
 
 def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> dict[str, Any]:
     cfg = loaded.config
-    root = Path(cfg.data.root) / split
-    if not root.is_dir():
-        raise UserError(f"{root} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
-    dataset = folder_dataset(root, cfg.data, train=False, allow_empty=True)
+    root = Path(cfg.data.root)
+    check_split(root, split)  # a subfolder, or a split that pack-shards packed
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg, loaded.device, train=False)
     compute = Compute(loaded.device, loaded.precision)
