@@ -29,15 +29,19 @@ STICKY_CUDA_ERRORS = (
 
 
 def free_memory(cfg: Config) -> None:
-    """After a trial: collect its objects, hand its cached CUDA blocks back, forget its compiled graphs."""
-    gc.collect()
-    if torch.cuda.is_initialized():
-        # Blocks the caching allocator keeps would count against the next trial's (maybe larger) model.
-        torch.cuda.empty_cache()
+    """After a trial: forget its compiled graphs, collect its objects, hand its cached CUDA blocks back.
+
+    In that order: dynamo's caches (compiled code, its guards, CUDA graph pools) still reference the trial's
+    tensors; emptying the allocator's cache before they are dropped hands back nothing of theirs.
+    """
     if cfg.train.compile:
         # Each trial compiles a new model; dynamo would count them as recompiles of one function and
         # stop compiling at torch._dynamo.config.recompile_limit.
         torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_initialized():
+        # Blocks the caching allocator keeps would count against the next trial's (maybe larger) model.
+        torch.cuda.empty_cache()
 
 
 def sticky_cuda_error(error: BaseException) -> str | None:
