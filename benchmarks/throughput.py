@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,23 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 ROUNDS = 3  # every column is the best of this many windows of one epoch's steps: other load only slows a window
 
 
-def timed_steps(step: Callable[[], None], warmup: int, steps: int, rounds: int = 1) -> float:
-    """Seconds per step after ``warmup`` steps: the fastest of ``rounds`` windows of ``steps`` steps."""
+def timed_steps(
+    step: Callable[[], None], warmup: int, steps: int, rounds: int = 1, device: torch.device | None = None
+) -> float:
+    """Seconds per step after ``warmup`` steps: the fastest of ``rounds`` windows of ``steps`` steps.
+
+    On CUDA each window is synchronized at its start and its end only, as the trainer's epochs are timed (b):
+    the steps in between queue their kernels without waiting, so (a) is not slowed by a sync per step.
+    """
     for _ in range(warmup):
         step()
     best = float("inf")
     for _ in range(rounds):
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(steps):
             step()
+        synchronize(device)
         best = min(best, (time.perf_counter() - start) / steps)
     return best
 
@@ -83,9 +92,8 @@ def training_step(
     targets: torch.Tensor,
     cast: Any,
     scaler: torch.amp.GradScaler,
-    device: torch.device,
 ) -> Callable[[], None]:
-    """One optimizer step; on CUDA the step ends with a synchronize, so that a window times the GPU's work."""
+    """One optimizer step, queued without waiting (``timed_steps`` synchronizes each window's ends)."""
 
     def step() -> None:
         with cast:
@@ -95,11 +103,7 @@ def training_step(
         scaler.step(optimizer)
         scaler.update()
 
-    def timed() -> None:
-        step()
-        synchronize(device)
-
-    return timed if device.type == "cuda" else step
+    return step
 
 
 LAYOUT_NAMES = {torch.contiguous_format: "contiguous", torch.channels_last: "channels_last"}
@@ -134,8 +138,8 @@ def compute_settings(
     return [setting for setting in grid if setting[:2] == (precision, layout)]
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
+def synchronize(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
@@ -151,7 +155,7 @@ def compute_bound(
     batch, size = cfg.data.batch_size, cfg.data.image_size
     images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, device=device)
     targets = torch.randint(0, classes, (batch,), device=device)
-    best: tuple[float, str, Callable[[], None] | None] = (0.0, "", None)
+    best: tuple[float, str, Callable[[], None] | None, bool] = (0.0, "", None, False)
     for precision, layout, compiled in settings:
         torch.manual_seed(0)
         model = (
@@ -162,16 +166,22 @@ def compute_bound(
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         cast = contextlib.nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=dtype)
         scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        if compiled:
+            # Each setting compiles a new model: without a reset, dynamo counts them as recompiles of one
+            # function, and from torch._dynamo.config.recompile_limit on the later settings run uncompiled.
+            torch._dynamo.reset()
         run = torch.compile(model) if compiled else model
-        step = training_step(run, optimizer, x, targets, cast, scaler, device)
-        rate = batch / timed_steps(step, 3 if compiled else 2, steps)
+        step = training_step(run, optimizer, x, targets, cast, scaler)
+        rate = batch / timed_steps(step, 3 if compiled else 2, steps, 1, device)
         name = f"{precision}, {LAYOUT_NAMES[layout]}{', compiled' if compiled else ''}"
         print(f"    (a) {name}: {rate:.1f} img/s", flush=True)
         if rate > best[0]:
-            best = (rate, name, step)
-    rate, name, step = best
+            best = (rate, name, step, compiled)
+    rate, name, step, compiled = best
     assert step is not None
-    rate = max(rate, batch / timed_steps(step, 0, steps, ROUNDS))
+    if compiled:  # a later setting's reset dropped its graphs: compiled again, outside the windows
+        torch._dynamo.reset()
+    rate = max(rate, batch / timed_steps(step, 3 if compiled else 0, steps, ROUNDS, device))
     print(f"    (a) {name}, best of {ROUNDS + 1} windows: {rate:.1f} img/s", flush=True)
     return rate, name
 
@@ -210,15 +220,73 @@ class Utilisation:
         return sum(self.samples) / len(self.samples) if self.samples else None
 
 
-def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[float, float, float | None]:
-    """(b): the fastest epoch after the first (workers warm), as metrics.jsonl reports it, its seconds, and
-    the GPU's mean utilisation (percent) over the run's epochs (None where it cannot be read)."""
+class HostSyncs:
+    """Host syncs per training step on CUDA: torch's sync check in ``warn`` mode, its warnings counted.
+
+    As the generated project's no-host-sync test sets it: from the end of each epoch's first step until the
+    epoch ends (validation, checkpoints and metrics sync by design). What torch does not see is not counted:
+    a synchronize a library calls on the CUDA runtime itself (TorchCodec's nvJPEG decode).
+    """
+
+    def __init__(self, package: str, device: torch.device, monkeypatch: Any) -> None:
+        self.cuda, self.steps, self.syncs = device.type == "cuda", 0, 0
+        if not self.cuda:
+            return
+        trainer = importlib.import_module(f"{package}.training.trainer")
+        step, end_epoch = trainer.train_step, trainer.Trainer.end_epoch
+
+        def counted_step(*args: object, **kwargs: object) -> object:
+            self.steps += torch.cuda.get_sync_debug_mode() == 1
+            result = step(*args, **kwargs)
+            torch.cuda.set_sync_debug_mode("warn")
+            return result
+
+        def unchecked_end(trainer_self: object, *args: object, **kwargs: object) -> object:
+            torch.cuda.set_sync_debug_mode(0)
+            return end_epoch(trainer_self, *args, **kwargs)
+
+        monkeypatch(trainer, "train_step", counted_step)
+        monkeypatch(trainer.Trainer, "end_epoch", unchecked_end)
+
+    def per_step(self, caught: list[warnings.WarningMessage]) -> float | None:
+        if not self.cuda or not self.steps:
+            return None
+        self.syncs = sum("synchroniz" in str(w.message) for w in caught)
+        return self.syncs / self.steps
+
+
+@contextlib.contextmanager
+def patched() -> Any:
+    """setattr that is undone on the way out (a benchmark's monkeypatch)."""
+    undo: list[tuple[object, str, object]] = []
+
+    def setattr_(owner: object, name: str, value: object) -> None:
+        undo.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    try:
+        yield setattr_
+    finally:
+        for owner, name, value in reversed(undo):
+            setattr(owner, name, value)
+
+
+def generated_trainer(package: str, cfg: Any, device: torch.device) -> tuple[float, float, float | None, float | None]:
+    """(b): the fastest epoch after the first (workers warm), as metrics.jsonl reports it, its seconds, the
+    GPU's mean utilisation (percent) over the run's epochs, host syncs per step (None where not read)."""
     trainer = importlib.import_module(f"{package}.training.trainer")
-    with Utilisation(device) as utilisation:
-        trainer.train(cfg)
+    with patched() as setattr_, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        syncs = HostSyncs(package, device, setattr_)
+        try:
+            with Utilisation(device) as utilisation:
+                trainer.train(cfg)
+        finally:
+            if device.type == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
     rows = [json.loads(line) for line in (Path(cfg.train.out_dir) / "metrics.jsonl").read_text().splitlines()]
     best = max(rows[1:], key=lambda row: row["images_per_second"])
-    return best["images_per_second"], best["epoch_seconds"], utilisation.mean()
+    return best["images_per_second"], best["epoch_seconds"], utilisation.mean(), syncs.per_step(caught)
 
 
 def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
@@ -326,6 +394,32 @@ def write_jpeg_data(package: str, root: Path, per_class: int, val_per_class: int
     return root
 
 
+# Batch sizes on CUDA, per (model, image size), for an 80 GB H100 in bf16 (the trainer's auto there): large
+# enough that the GPU, not the launch of each step's kernels, sets the pace; half an H100's memory at most.
+CUDA_BATCH = {("resnet18", 224): 256, ("resnet50", 224): 128, ("resnet18", 64): 1024, ("simple_cnn", 64): 1024}
+# The data paths a case can force (``auto``: as a run decides; on this data set the images stay on the GPU).
+PATHS = {
+    "auto": [],
+    # JPEG files decoded by the loader's workers every epoch, prefetched to the GPU on a side stream: what a
+    # data set larger than the cache budget takes without TorchCodec (nvJPEG refused below).
+    "prefetch": ["data.cache=none"],
+    # The same files decoded on the GPU by nvJPEG (TorchCodec), the next batch on a side stream.
+    "nvjpeg": ["data.cache=none"],
+}
+
+
+def forced_path(package: str, path: str, setattr_: Callable[[object, str, object], None]) -> str | None:
+    """Make the placement take ``path``; why it cannot here (nvJPEG without a working TorchCodec), else None."""
+    placement = importlib.import_module(f"{package}.data.placement")
+    if path == "prefetch":
+        setattr_(placement, "decodes_on_gpu", lambda paths, device: False)
+        setattr_(placement, "jpegs_on_cuda", lambda paths, device: False)
+    if path == "nvjpeg":
+        gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
+        return gpu_decode.cuda_decode_failure(torch.device("cuda", 0)) if torch.cuda.is_available() else "no CUDA"
+    return None
+
+
 def measure(
     model_name: str,
     size: int,
@@ -335,16 +429,24 @@ def measure(
     device: torch.device,
     project: Path | None,
     every: bool = False,
-) -> dict[str, Any]:
+    path: str = "auto",
+    known: dict[tuple[str, int], tuple[float, str]] | None = None,
+    naive: bool = True,
+) -> dict[str, Any] | None:
+    """One row; ``known`` keeps each model's (a), which a forced path's row shares with its ``auto`` row."""
     package = generated_project(model_name, size, tmp, project)
     data_root = tmp / f"data_{model_name}_{size}"
     if device.type == "cuda":  # JPEG files, as image data sets mostly are
-        root, kind = write_jpeg_data(package, data_root, per_class, 4, size), "JPEG"
+        kind = "JPEG"
+        root = data_root if data_root.exists() else write_jpeg_data(package, data_root, per_class, 4, size)
     else:
         sample = importlib.import_module(f"{package}.data.sample_data")
         root, kind = sample.write_sample_data(data_root, per_class, 4, image_size=size), "PNG"
     config = importlib.import_module(f"{package}.core.config")
     project_dir = project if project is not None else tmp / package
+    classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
+    images = classes * per_class
+    batch = [f"data.batch_size={CUDA_BATCH[(model_name, size)]}"] if (model_name, size) in CUDA_BATCH else []
     cfg = config.load_config(
         project_dir / "configs" / "default.yaml",
         [
@@ -352,33 +454,52 @@ def measure(
             f"model.name={model_name}",  # the copier answers' defaults, for a project generated with others
             f"data.image_size={size}",
             f"train.epochs={ROUNDS + 1}",  # the first epoch warms up; the fastest of the others counts
-            f"train.out_dir={tmp / ('run_' + model_name + '_' + str(size))}",
+            f"train.out_dir={tmp / ('run_' + model_name + '_' + str(size) + '_' + path)}",
             "train.progress=false",
+            *(batch if device.type == "cuda" else []),
+            *PATHS[path],
         ],
     )
-    classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
-    images = classes * per_class
-    print(f"{model_name} at {size}x{size}, batch {cfg.data.batch_size}, {images} {kind} files on {device}", flush=True)
-    a, best = compute_bound(package, cfg, classes, steps, device, every)
-    b, epoch_seconds, utilisation = generated_trainer(package, cfg, device)
-    share = loading_seconds(package, cfg, device) / epoch_seconds
+    if device.type == "cuda":
+        steps = max(1, images // cfg.data.batch_size)  # a window: one epoch's steps, as (b) and (c) are timed
+    name = model_name if path == "auto" else f"{model_name} ({path})"
+    print(f"{name} at {size}x{size}, batch {cfg.data.batch_size}, {images} {kind} files on {device}", flush=True)
+    known = {} if known is None else known
+    with patched() as setattr_:
+        why_not = forced_path(package, path, setattr_)
+        if why_not is not None:
+            print(f"    skipped: {why_not}", flush=True)
+            return None
+        if (model_name, size) not in known:
+            known[(model_name, size)] = compute_bound(package, cfg, classes, steps, device, every)
+        a, best = known[(model_name, size)]
+        b, epoch_seconds, utilisation, syncs = generated_trainer(package, cfg, device)
+        share = loading_seconds(package, cfg, device) / epoch_seconds
     busy = f"{utilisation:.0f}%" if utilisation is not None else "n/a"
-    print(f"    (b) generated trainer: {b:.1f} img/s, loading {100 * share:.0f}% of its epoch, GPU busy {busy}")
-    c = naive_loop(root, cfg, classes, model_name, package, device)
-    print(f"    (c) naive loop: {c:.1f} img/s", flush=True)
+    per_step = f"{syncs:.2f}" if syncs is not None else "n/a"
+    print(
+        f"    (b) generated trainer: {b:.1f} img/s, loading {100 * share:.0f}% of its epoch, GPU busy {busy}, "
+        f"host syncs a step {per_step}",
+        flush=True,
+    )
+    c = naive_loop(root, cfg, classes, model_name, package, device) if naive and path == "auto" else None
+    if c is not None:
+        print(f"    (c) naive loop: {c:.1f} img/s", flush=True)
     return {
         "model": model_name,
         "image_size": size,
+        "path": path,
         "batch_size": cfg.data.batch_size,
         "images": images,
         "a_compute_bound": round(a, 2),
         "a_best_setting": best,
         "b_generated_trainer": round(b, 2),
-        "c_naive_loop": round(c, 2),
+        "c_naive_loop": round(c, 2) if c is not None else "n/a",
         "b_loading_share": round(share, 3),
         "b_gpu_utilisation": round(utilisation, 1) if utilisation is not None else "n/a",
+        "b_host_syncs_per_step": round(syncs, 3) if syncs is not None else "n/a",
         "b_over_a": round(b / a, 3),
-        "b_over_c": round(b / c, 3),
+        "b_over_c": round(b / c, 3) if c is not None else "n/a",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch": torch.__version__,
@@ -386,25 +507,58 @@ def measure(
     }
 
 
-def cases(device: torch.device, quick: bool) -> list[tuple[str, int, int, int]]:
-    """(model, size, training images per class, steps of a window: one epoch's, as (b) and (c) are timed)."""
+def cases(device: torch.device, quick: bool, check: bool = False) -> list[tuple[str, int, int, int, str]]:
+    """(model, size, training images per class, steps of a window, data path).
+
+    On CUDA a window is one epoch's steps at ``CUDA_BATCH``'s size (``measure``), and the JPEG prefetch and
+    nvJPEG paths are measured on resnet18 at 64 px with ``data.cache=none``: data that would not fit the cache.
+    ``check`` (``make gpu-check``): half the images, sized to end within 10 minutes on one H100 with the tests.
+    """
     if device.type == "cuda":  # 4 classes: 5,000 per class is the 20k JPEG files of the 64 px cases
+        large, small = (64, 256) if quick else (400, 2500) if check else (800, 5000)
         return [
-            ("resnet18", 224, 64 if quick else 800, 4 if quick else 100),
-            ("resnet50", 224, 64 if quick else 800, 4 if quick else 100),
-            ("resnet18", 64, 256 if quick else 5000, 8 if quick else 625),
-            ("simple_cnn", 64, 256 if quick else 5000, 8 if quick else 625),
+            ("resnet18", 224, large, 0, "auto"),
+            ("resnet50", 224, large, 0, "auto"),
+            ("resnet18", 64, small, 0, "auto"),
+            ("simple_cnn", 64, small, 0, "auto"),
+            ("resnet18", 64, small, 0, "prefetch"),
+            ("resnet18", 64, small, 0, "nvjpeg"),
         ]
     return [
-        ("resnet18", 224, 16 if quick else 64, 2 if quick else 8),
-        ("resnet18", 64, 32 if quick else 200, 2 if quick else 25),  # a real backbone on small images
-        ("simple_cnn", 64, 32 if quick else 200, 2 if quick else 25),
+        ("resnet18", 224, 16 if quick else 64, 2 if quick else 8, "auto"),
+        ("resnet18", 64, 32 if quick else 200, 2 if quick else 25, "auto"),  # a real backbone on small images
+        ("simple_cnn", 64, 32 if quick else 200, 2 if quick else 25, "auto"),
     ]
+
+
+TABLE = [  # (heading, row key): the table make gpu-check ends with
+    ("case", "case"),
+    ("trainer img/s", "b_generated_trainer"),
+    ("compute-bound img/s", "a_compute_bound"),
+    ("trainer/compute", "b_over_a"),
+    ("host syncs/step", "b_host_syncs_per_step"),
+    ("naive img/s", "c_naive_loop"),
+    ("loading share", "b_loading_share"),
+]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as one aligned text table (``--table FILE`` prints a past run's)."""
+    lines = [[heading for heading, _ in TABLE]]
+    for row in rows:
+        case = f"{row['model']}@{row['image_size']}" + ("" if row["path"] == "auto" else f" {row['path']}")
+        lines.append([case if key == "case" else str(row.get(key, "n/a")) for _, key in TABLE])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE))]
+    text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in lines]
+    head = f"{rows[0]['device']}, {rows[0]['cpu_cores']} CPU cores, torch {rows[0]['torch']}" if rows else "no rows"
+    return "\n".join([head, *text])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer images and steps, for a smoke test")
+    parser.add_argument("--check", action="store_true", help="make gpu-check's sizes: half the images, no (c)")
+    parser.add_argument("--table", type=Path, help="print the table of a past run's FILE.json, measure nothing")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "throughput.json")
     parser.add_argument("--project", type=Path, help="a project generated beforehand (make gpu-project): no copier")
     parser.add_argument("--device", default="auto", help="auto (cuda where available) | cpu | cuda")
@@ -413,36 +567,46 @@ def main() -> None:
         "--all-settings", action="store_true", help="(a) in every precision and layout, not only what auto picks"
     )
     args = parser.parse_args()
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text())))
+        return
+    global ROUNDS
     if args.quick:
-        # One window per column: --quick checks that the script runs; its figures mean nothing.
-        global ROUNDS
-        ROUNDS = 1
+        ROUNDS = 1  # one window per column: --quick checks that the script runs; its figures mean nothing
+    elif args.check:
+        ROUNDS = 2
     name = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     device = torch.device(name)
     if device.type == "cuda":
         device = torch.device("cuda", device.index or 0)
         torch.backends.cudnn.benchmark = True  # fixed shapes: as the trainer sets it (P3), for all three columns
+    known: dict[tuple[str, int], tuple[float, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [
-            measure(model, size, per_class, Path(tmp), steps, device, args.project, args.all_settings)
-            for model, size, per_class, steps in cases(device, args.quick)
+        measured = [
+            measure(
+                model,
+                size,
+                per_class,
+                Path(tmp),
+                steps,
+                device,
+                args.project,
+                args.all_settings,
+                path,
+                known,
+                naive=not args.check,
+            )
+            for model, size, per_class, steps, path in cases(device, args.quick, args.check)
             if not args.only or model in args.only
         ]
-    columns = [
-        "model",
-        "image_size",
-        "a_compute_bound",
-        "b_generated_trainer",
-        "c_naive_loop",
-        "b_over_a",
-        "b_over_c",
-        "b_loading_share",
-        "b_gpu_utilisation",
-    ]
-    print(f"\n{rows[0]['device']}, {rows[0]['cpu_cores']} CPU cores, torch {torch.__version__}")
-    print(" | ".join(columns))
+    rows = [row for row in measured if row is not None]
+    print()
+    print(table(rows))
     for row in rows:
-        print(" | ".join(str(row[c]) for c in columns) + f"   (a: {row['a_best_setting']})")
+        print(
+            f"  {row['model']}@{row['image_size']} {row['path']}: (a) {row['a_best_setting']}, batch "
+            f"{row['batch_size']}, GPU busy {row['b_gpu_utilisation']}, trainer/naive {row['b_over_c']}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -112,3 +112,33 @@ def test_throughput_times_only_what_auto_picks_on_this_cpu(
     ]
     assert len(throughput.compute_settings(device, torch.device("cpu"), every=True)) == 4  # --all-settings
     assert capsys.readouterr().out == ""
+
+
+def test_throughput_windows_synchronize_at_their_ends_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(a) was timed with a synchronize after every step, (b) over whole epochs: now both alike, per window."""
+    throughput = load_throughput()
+    events: list[str] = []
+    monkeypatch.setattr(throughput, "synchronize", lambda device: events.append("sync"))
+    throughput.timed_steps(lambda: events.append("step"), 1, 3, rounds=2, device=torch.device("cuda", 0))
+    window = ["sync", "step", "step", "step", "sync"]
+    assert events == ["step", *window, *window]
+
+
+def test_throughput_resets_dynamo_before_each_compiled_setting(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without a reset, each setting's new model counted as a recompile: past dynamo's limit, later settings ran
+    uncompiled. torch.compile and the reset recorded, on the CPU; the best setting is compiled again after."""
+    monkeypatch.syspath_prepend(str(project / "src"))
+    throughput = load_throughput()
+    events: list[str] = []
+    grid = [("fp32", layout, True) for layout in throughput.LAYOUT_NAMES]
+    monkeypatch.setattr(throughput, "compute_settings", lambda decide, device, every=False: grid)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: events.append("reset"))
+    monkeypatch.setattr(torch, "compile", lambda model: events.append("compile") or model)
+    monkeypatch.setattr(throughput, "timed_steps", lambda step, warmup, steps, rounds=1, device=None: 1.0)
+    config = importlib.import_module("x_pkg.core.config")
+    overrides = ["model.name=simple_cnn", "data.image_size=16", "data.batch_size=2", "model.widths=[4,8]"]
+    cfg = config.load_config(None, overrides)
+    throughput.compute_bound("x_pkg", cfg, 4, 1, torch.device("cpu"))
+    assert events == ["reset", "compile", "reset", "compile", "reset"]
