@@ -16,9 +16,9 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 from torchvision import datasets
-from tqdm import tqdm
 
 from ..core.errors import UserError
+from ..core.progress import tracked
 
 # DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the
 # mark of a file made to exhaust memory; the warning Pillow gives below twice the limit is raised as an error.
@@ -77,7 +77,8 @@ def check_headers(dataset: datasets.DatasetFolder, progress: bool) -> None:
     A file damaged after its header still stops training when it is read, naming itself.
     """
     bad = []
-    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
+    paths = [path for path, _ in dataset.samples]
+    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -144,7 +145,8 @@ def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool, report: boo
     """Read every file once; keep only those that load. Returns the paths left out; ``report`` warns about them
     (the main process alone, under torchrun: every rank reads every file, one says so)."""
     bad = []
-    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
+    paths = [path for path, _ in dataset.samples]
+    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
         try:
             dataset.loader(path)
         except BadFileError:

@@ -18,10 +18,10 @@ import torch
 from torch.utils.data import Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
-from tqdm import tqdm
 
 from ..core.config import DataConfig
 from ..core.errors import UserError
+from ..core.progress import tracked
 
 MEMORY_SHARE = 0.5  # of the machine's memory, at most
 AUTO_SHARE = 0.25  # data.cache: auto keeps the images when they take at most this share; larger sets stream
@@ -94,7 +94,7 @@ class MemoryCache(Dataset):
         steps = [v2.Resize(side, antialias=True), v2.ToImage()]
         resize = v2.Compose([*(steps if cfg.format == "image" else steps[::-1]), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]
-        decoded = [resize(folder.loader(p)) for p in tqdm(paths, desc="caching", disable=not progress)]
+        decoded = [resize(folder.loader(p)) for p in tracked(paths, f"caching {folder.root}", len(paths), progress)]
         self.images = PackedImages(decoded)  # one block: a loader worker receives it as one shared-memory handle
         self.transform = folder.transform
         self.samples, self.targets = list(folder.samples), list(folder.targets)  # (path, class) as the folder has them

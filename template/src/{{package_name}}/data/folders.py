@@ -25,6 +25,7 @@ from ..core.config import Config, DataConfig
 from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
+from ..core.progress import meter
 from ..core.seeding import SeededSamples
 from .bad_files import (
     Checked,
@@ -110,17 +111,35 @@ def folder_dataset(
         check_strays(root, extensions, cfg.on_bad_file)
     loader = Checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
-    if npy:
-        dataset = datasets.DatasetFolder(
-            str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
-        )
-    else:
-        dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
+    scanned = Counted(extensions, meter(f"scanning {root}", None, progress))  # the walk's progress, file by file
+    try:
+        if npy:
+            dataset = datasets.DatasetFolder(
+                str(root), loader=loader, is_valid_file=scanned, transform=transform, allow_empty=allow_empty
+            )
+        else:
+            dataset = datasets.ImageFolder(
+                str(root), transform=transform, loader=loader, is_valid_file=scanned, allow_empty=allow_empty
+            )
+    finally:
+        scanned.shown.close()
     if cfg.on_bad_file == "skip":
         drop_unreadable(dataset, progress, report)  # the files left out: said once, by the main process
     elif not npy and check_files:
         check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
     return dataset
+
+
+class Counted:
+    """The scan's filter: a file counts when its name ends in an accepted extension, in any case (as
+    torchvision's own filter); each file it is shown moves the scan's progress."""
+
+    def __init__(self, extensions: tuple[str, ...], shown: Any) -> None:
+        self.extensions, self.shown = extensions, shown
+
+    def __call__(self, path: str) -> bool:
+        self.shown.update()
+        return path.lower().endswith(self.extensions)
 
 
 def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:

@@ -22,11 +22,11 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
-from tqdm import tqdm
 
 from .. import extensions
 from ..core.config import DataConfig
 from ..core.errors import UserError
+from ..core.progress import meter
 from .cache import refuse_if_too_big
 
 # TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
@@ -170,9 +170,12 @@ class SquareCache(SquareImages):
             collate_fn=keep_batch,
             generator=torch.Generator().manual_seed(0),
         )
-        starts = range(0, len(keys), FILL_BATCH)
-        for start, (images, _) in zip(starts, tqdm(batches, "caching", disable=not progress), strict=True):
+        shown, start = meter(f"caching {folder.root}", len(keys), progress, "images"), 0
+        for images, _ in batches:
             self.images[start : start + len(images)] = images
+            start += len(images)
+            shown.update(len(images))
+        shown.close()
 
     def image(self, index: int) -> torch.Tensor:
         return self.images[index]
