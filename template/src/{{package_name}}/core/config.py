@@ -73,6 +73,10 @@ class DataConfig:
         "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
         choices=("auto", "none", "memory", "device"),
     )
+    cache_dir: str = option(
+        "auto",
+        "where the file checks and decoded images are kept between runs: auto (~/.cache/<package>) | none | a folder",
+    )
     pipeline: str = option(
         "auto",
         "auto | batch: crop and flip whole batches on the device | sample: per image",

@@ -37,10 +37,12 @@ from .bad_files import (
     listing,
 )
 from .cache import MemoryCache, keeps_in_memory
+from .file_index import FileIndex
 from .gpu_decode import EncodedImages
 from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
 from .placement import Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
+from .store import cache_folder
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -96,12 +98,14 @@ def folder_dataset(
     progress: bool = False,
     check_files: bool = True,
     report: bool = True,
+    index: FileIndex | None = None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
     Grayscale, palette and RGBA images are converted to RGB by the loader.
     ``check_files=False`` skips the per-file checks (stray files, image
     headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
@@ -123,10 +127,13 @@ def folder_dataset(
             )
     finally:
         scanned.shown.close()
+    index = index or FileIndex(root, None)
+    if cfg.on_bad_file == "skip" or (not npy and check_files):
+        index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
     if cfg.on_bad_file == "skip":
-        drop_unreadable(dataset, progress, report)  # the files left out: said once, by the main process
+        drop_unreadable(dataset, progress, report, index)  # the files left out: said once, by the main process
     elif not npy and check_files:
-        check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
+        check_headers(dataset, progress, index)  # a file that is no image stops the run before it writes anything
     return dataset
 
 
@@ -186,17 +193,21 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     is relabelled with the training indices. The per-file checks open every
     file: under torchrun only local rank 0 makes them, once per node, while the
     others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
-    reads every file on every rank: each needs the list).
+    reads every file on every rank: each needs the list). What they found is
+    kept in ``data.cache_dir`` (``file_index.py``): a second start checks only
+    what changed. ``progress``: this process reports the long phases (``core/progress.py``).
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
     check_files = world.local_rank == 0
     root = Path(cfg.data.root)
     check_data_root(root)
+    folder = cache_folder(cfg.data.cache_dir, world.is_main)  # None: data.cache_dir=none, or it cannot be made
+    indexes = {split: FileIndex(root / split, folder) for split in SPLITS}
     # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
     said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = folder_dataset(root / "train", cfg.data, train=True, **said)
-    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, **said)
+    train_set = folder_dataset(root / "train", cfg.data, train=True, index=indexes["train"], **said)
+    val_set = folder_dataset(root / "val", cfg.data, train=False, allow_empty=True, index=indexes["val"], **said)
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
