@@ -36,13 +36,13 @@ from .bad_files import (
     extension_list,
     listing,
 )
-from .cache import MemoryCache, keeps_in_memory
+from .cache import keeps_in_memory
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
-from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
-from .placement import Placement, choose, measured_facts
+from .pipeline import batch_path, keep_batch, on_batch_path, square_side
+from .placement import Cached, Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
-from .store import cache_folder
+from .store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -194,8 +194,9 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     file: under torchrun only local rank 0 makes them, once per node, while the
     others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
     reads every file on every rank: each needs the list). What they found is
-    kept in ``data.cache_dir`` (``file_index.py``): a second start checks only
-    what changed. ``progress``: this process reports the long phases (``core/progress.py``).
+    kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
+    (``store.py``): a second start checks and decodes only what changed.
+    ``progress``: this process reports the long phases (``core/progress.py``).
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
@@ -223,16 +224,17 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
     placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory))
+    cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
         workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
-        train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
+        train_set = cached.squares(train_set, cfg.data, kept, workers)  # type: ignore[assignment]
     elif memory:
-        train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
+        train_set = cached.resized(train_set, cfg.data, "train")  # type: ignore[assignment]
     if memory:
-        val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
+        val_set = cached.resized(val_set, cfg.data, "val")  # type: ignore[assignment]
     return TrainingData(train_set, val_set, placement)
 
 

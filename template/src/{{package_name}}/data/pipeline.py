@@ -14,7 +14,7 @@ Evaluation images take the per-sample path either way: their pixels do not chang
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.progress import meter
 from .cache import refuse_if_too_big
+from .store import CacheKey, CacheStore, MappedBlock
 
 # TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
 CODEC_DECODED = (".png", ".jpg", ".jpeg")
@@ -152,13 +153,44 @@ class SquareCache(SquareImages):
     """``data.cache: memory`` on the batch path: every square decoded once, in one uint8 tensor.
 
     3 x side x side bytes per image: 15,987 at image_size 64 (side 73), 196,608 at 224 (side 256).
+    With a ``store`` (``data.cache_dir``) that tensor is a file on local disk,
+    mapped by every later start and every process of the node; ``files`` is the
+    samples' digest (``FileIndex.digest``), part of the file's key.
     """
 
-    def __init__(self, folder: datasets.DatasetFolder, side: int, workers: int = 0, progress: bool = False) -> None:
+    def __init__(
+        self,
+        folder: datasets.DatasetFolder,
+        side: int,
+        workers: int = 0,
+        progress: bool = False,
+        store: CacheStore | None = None,
+        files: str = "",
+    ) -> None:
         super().__init__(folder, side)
-        refuse_if_too_big(len(self.samples) * 3 * side * side)
-        self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
-        streamed = SquareImages(folder, side)  # decoded by as many loader processes as training would use
+        count = len(self.samples)
+        refuse_if_too_big(count * 3 * side * side, mapped=store is not None)
+        self.mapped: MappedBlock | None = None
+        decoder = "torchcodec" if codec_decoder() is not None else "pillow"  # their pixels may differ slightly
+        key = CacheKey(str(folder.root), "squares", side, files, decoder)
+
+        def decoded() -> Iterator[torch.Tensor]:
+            return self.decoded(folder, workers, progress)
+
+        stored = store.obtain(key, decoded, 1, count * 3 * side * side) if store is not None else None
+        if stored is not None and stored.block.size == count * 3 * side * side:
+            self.mapped = stored.block
+            self.images = stored.block.tensor.view(count, 3, side, side)
+            return
+        self.images = torch.empty(count, 3, side, side, dtype=torch.uint8)
+        start = 0
+        for images in decoded():
+            self.images[start : start + len(images)] = images
+            start += len(images)
+
+    def decoded(self, folder: datasets.DatasetFolder, workers: int, progress: bool) -> Iterator[torch.Tensor]:
+        """The squares in file order, a batch at a time, decoded by as many loader processes as training uses."""
+        streamed = SquareImages(folder, self.side)
         keys = [(0, index, index) for index in range(len(self.samples))]
         # Its own generator: a DataLoader draws its workers' base seed from torch's global one otherwise, and the
         # model's initial weights, drawn after, would then depend on whether the images were cached.
@@ -170,12 +202,25 @@ class SquareCache(SquareImages):
             collate_fn=keep_batch,
             generator=torch.Generator().manual_seed(0),
         )
-        shown, start = meter(f"caching {folder.root}", len(keys), progress, "images"), 0
-        for images, _ in batches:
-            self.images[start : start + len(images)] = images
-            start += len(images)
-            shown.update(len(images))
-        shown.close()
+        shown = meter(f"caching {folder.root}", len(keys), progress, "images")
+        try:
+            for images, _ in batches:
+                yield images
+                shown.update(len(images))
+        finally:
+            shown.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A mapped cache crosses to a loader worker as its file's path, not as its bytes."""
+        state = dict(self.__dict__)
+        if self.mapped is not None:
+            del state["images"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.mapped is not None:
+            self.images = self.mapped.tensor.view(len(self.samples), 3, self.side, self.side)
 
     def image(self, index: int) -> torch.Tensor:
         return self.images[index]
@@ -186,10 +231,16 @@ class SquareCache(SquareImages):
 
 
 def square_images(
-    folder: datasets.DatasetFolder, cfg: DataConfig, memory: bool, workers: int = 0, progress: bool = False
+    folder: datasets.DatasetFolder,
+    cfg: DataConfig,
+    memory: bool,
+    workers: int = 0,
+    progress: bool = False,
+    store: CacheStore | None = None,
+    files: str = "",
 ) -> SquareImages:
     side = square_side(cfg)
-    return SquareCache(folder, side, workers, progress) if memory else SquareImages(folder, side)
+    return SquareCache(folder, side, workers, progress, store, files) if memory else SquareImages(folder, side)
 
 
 def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

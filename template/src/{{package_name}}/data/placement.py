@@ -24,10 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.utils.data import Dataset
+from torchvision import datasets
 
+from ..core.config import DataConfig
 from ..core.errors import UserError
-from .cache import AUTO_SHARE
+from .cache import AUTO_SHARE, MemoryCache
+from .file_index import FileIndex
 from .gpu_decode import decodes_on_gpu
+from .pipeline import square_images
+from .store import CacheStore
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
 
@@ -101,3 +107,24 @@ def measured_facts(
     """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
     return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu)
+
+
+@dataclass(frozen=True)
+class Cached:
+    """Where the decoded images are kept (``store``: data.cache_dir, or None: in memory) and the files' digests."""
+
+    store: CacheStore | None
+    indexes: dict[str, FileIndex]
+    progress: bool
+
+    def digest(self, dataset: datasets.DatasetFolder, split: str) -> str:
+        if self.store is None:
+            return ""
+        return self.indexes[split].digest([path for path, _ in dataset.samples], self.progress)
+
+    def squares(self, dataset: datasets.DatasetFolder, cfg: DataConfig, kept: bool, workers: int) -> Dataset:
+        files = self.digest(dataset, "train") if kept else ""
+        return square_images(dataset, cfg, kept, workers, self.progress, self.store, files)
+
+    def resized(self, dataset: datasets.DatasetFolder, cfg: DataConfig, split: str) -> Dataset:
+        return MemoryCache(dataset, cfg, self.progress, self.store, self.digest(dataset, split))
