@@ -39,7 +39,7 @@ from .bad_files import (
 from .cache import keeps_in_memory
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
-from .pipeline import batch_path, keep_batch, on_batch_path, square_side
+from .pipeline import batch_path, fill_workers, keep_batch, on_batch_path, square_side
 from .placement import Cached, Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 from .store import CacheStore, cache_folder
@@ -228,9 +228,9 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
-        workers = loader_workers(cfg.data.num_workers, world)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
-        train_set = cached.squares(train_set, cfg.data, kept, workers)  # type: ignore[assignment]
+        workers = fill_workers(cfg.data.num_workers, world, len(train_set))
+        train_set = cached.squares(train_set, cfg.data, kept, workers, worker_start(workers))  # type: ignore[assignment]
     elif memory:
         train_set = cached.resized(train_set, cfg.data, "train")  # type: ignore[assignment]
     if memory:

@@ -22,6 +22,7 @@ printed in one line at start.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -32,7 +33,7 @@ from ..core.errors import UserError
 from .cache import AUTO_SHARE, MemoryCache
 from .file_index import FileIndex
 from .gpu_decode import decodes_on_gpu
-from .pipeline import square_images
+from .pipeline import Fill, square_images
 from .store import CacheStore
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
@@ -122,9 +123,12 @@ class Cached:
             return ""
         return self.indexes[split].digest([path for path, _ in dataset.samples], self.progress)
 
-    def squares(self, dataset: datasets.DatasetFolder, cfg: DataConfig, kept: bool, workers: int) -> Dataset:
+    def squares(
+        self, dataset: datasets.DatasetFolder, cfg: DataConfig, kept: bool, workers: int, start: Any = None
+    ) -> Dataset:
+        """The batch path's squares; kept: decoded now by ``workers`` loader processes started by ``start``."""
         files = self.digest(dataset, "train") if kept else ""
-        return square_images(dataset, cfg, kept, workers, self.progress, self.store, files)
+        return square_images(dataset, cfg, kept, Fill(workers, start, self.progress), self.store, files)
 
     def resized(self, dataset: datasets.DatasetFolder, cfg: DataConfig, split: str) -> Dataset:
         return MemoryCache(dataset, cfg, self.progress, self.store, self.digest(dataset, split))
