@@ -42,6 +42,16 @@ def git_identity() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The generated projects' runs keep their file index and decoded images (data.cache_dir: auto, under
+    XDG_CACHE_HOME) in a temporary folder, never in the user's ~/.cache."""
+    folder = tmp_path_factory.mktemp("xdg_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        yield folder
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 

@@ -78,6 +78,14 @@ def test_throughput_quick(tmp_path: Path) -> None:
         assert rows[0][column] > 0, rows[0]
 
 
+def test_startup_quick(tmp_path: Path) -> None:
+    """200 files: ImageFolder's scan, the trainer's first and second start, each timed to its first step."""
+    rows = run_benchmark("startup.py", tmp_path / "startup.json", "--data", str(tmp_path / "data"))
+    assert isinstance(rows, list) and [row["files"] for row in rows] == [200]
+    starts = [key for key in rows[0] if key.endswith(("cold_s", "warm_s"))]
+    assert len(starts) == 2 and all(rows[0][key] > 0 for key in starts) and rows[0]["scan_s"] >= 0, rows[0]
+
+
 def test_gloo_exit_race_quick(tmp_path: Path) -> None:
     """PyTorch's exit race (core/distributed.py, end_process): a rank that ends with os._exit never aborts; the
     plain exit aborts in most runs (22 of 30 on a busy 2-core EPYC), so one run of it may go either way."""

@@ -73,6 +73,10 @@ class DataConfig:
         "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
         choices=("auto", "none", "memory", "device"),
     )
+    cache_dir: str = option(
+        "auto",
+        "where the file checks and decoded images are kept between runs: auto (~/.cache/<package>) | none | a folder",
+    )
     pipeline: str = option(
         "auto",
         "auto | batch: crop and flip whole batches on the device | sample: per image",
@@ -166,7 +170,7 @@ class TrainConfig:
     compile: bool = option(False, "torch.compile the model (before DDP wrapping); checkpoints stay unprefixed")
     out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
     log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
-    progress: bool = option(True, "tqdm bars (always off when stderr is not a terminal)")
+    progress: bool = option(True, "tqdm bars in a terminal; in a log, a line every 5 s of a start-up phase over 2 s")
     grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
     tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
     mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")

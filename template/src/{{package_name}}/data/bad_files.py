@@ -16,9 +16,10 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 from torchvision import datasets
-from tqdm import tqdm
 
 from ..core.errors import UserError
+from ..core.progress import tracked
+from .file_index import BAD, HEADER, READ, FileIndex
 
 # DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the
 # mark of a file made to exhaust memory; the warning Pillow gives below twice the limit is raised as an error.
@@ -71,25 +72,40 @@ def extension_list(extensions: tuple[str, ...]) -> str:
     return "/".join(extensions) + " (any case)"
 
 
-def check_headers(dataset: datasets.DatasetFolder, progress: bool) -> None:
+def check_headers(dataset: datasets.DatasetFolder, progress: bool, index: FileIndex | None = None) -> None:
     """Open every image's header (no decoding: fast) so that a file that is no image stops the run at once.
 
-    A file damaged after its header still stops training when it is read, naming itself.
+    A file damaged after its header still stops training when it is read,
+    naming itself. ``index`` remembers what was found: an unchanged file is
+    not opened again at the next start (a bad one is reported again).
     """
+    index = index or FileIndex(Path(dataset.root), None)
     bad = []
-    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(path):
-                    pass
-        except READ_ERRORS as exc:
-            bad.append(f"{path} ({reason(exc, path)})")
+    paths = [path for path, _ in dataset.samples]
+    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
+        verdict = index.known(path, HEADER)
+        if verdict is None:
+            verdict = header_verdict(path)
+            index.record(path, verdict)
+        if verdict.startswith(BAD):
+            bad.append(f"{path} ({verdict.removeprefix(BAD)})")
+    index.save()  # before a bad file stops the run: the next start checks only what changed
     if bad:
         raise BadFileError(
             f"{len(bad)} file(s) in {dataset.root} cannot be read as images: {listing(bad)}; "
             "replace or remove them, or set data.on_bad_file=skip to leave them out"
         )
+
+
+def header_verdict(path: str) -> str:
+    """HEADER when the image's header opens, else BAD and why."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path):
+                return HEADER
+    except READ_ERRORS as exc:
+        return BAD + reason(exc, path)
 
 
 def check_link_loops(root: Path) -> None:
@@ -140,15 +156,27 @@ def check_strays(root: Path, extensions: tuple[str, ...], on_bad_file: str) -> N
     print(f"warning: ignored {len(strays)} file(s) that are not samples: {listing(strays)}")
 
 
-def drop_unreadable(dataset: datasets.DatasetFolder, progress: bool, report: bool = True) -> list[str]:
+def drop_unreadable(
+    dataset: datasets.DatasetFolder, progress: bool, report: bool = True, index: FileIndex | None = None
+) -> list[str]:
     """Read every file once; keep only those that load. Returns the paths left out; ``report`` warns about them
-    (the main process alone, under torchrun: every rank reads every file, one says so)."""
+    (the main process alone, under torchrun: every rank reads every file, one says so). ``index`` remembers what
+    each read found: an unchanged file is not read again at the next start."""
+    index = index or FileIndex(Path(dataset.root), None)
     bad = []
-    for path, _ in tqdm(dataset.samples, desc=f"checking {dataset.root}", disable=not progress, leave=False):
-        try:
-            dataset.loader(path)
-        except BadFileError:
+    paths = [path for path, _ in dataset.samples]
+    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
+        verdict = index.known(path, READ)
+        if verdict is None:
+            try:
+                dataset.loader(path)
+                verdict = READ
+            except BadFileError as error:
+                verdict = BAD + str(error)
+            index.record(path, verdict)
+        if verdict.startswith(BAD):
             bad.append(path)
+    index.save()
     if bad:
         unreadable = set(bad)
         kept = [(p, t) for p, t in dataset.samples if p not in unreadable]

@@ -26,6 +26,7 @@ from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.machine import cpu_cores
+from ..core.progress import meter
 from ..core.seeding import SeededSamples
 from .bad_files import (
     Checked,
@@ -36,12 +37,14 @@ from .bad_files import (
     extension_list,
     listing,
 )
-from .cache import MemoryCache, keeps_in_memory
+from .cache import keeps_in_memory
+from .file_index import FileIndex
 from .gpu_decode import EncodedImages
-from .pipeline import batch_path, keep_batch, on_batch_path, square_images, square_side
-from .placement import Placement, choose, measured_facts
+from .pipeline import batch_path, fill_workers, keep_batch, on_batch_path, square_side
+from .placement import Cached, Placement, choose, measured_facts
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 from .shards import PackedFolder, is_packed, packed_splits
+from .store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")
@@ -97,12 +100,14 @@ def folder_dataset(
     progress: bool = False,
     check_files: bool = True,
     report: bool = True,
+    index: FileIndex | None = None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
     Grayscale, palette and RGBA images are converted to RGB by the loader.
     ``check_files=False`` skips the per-file checks (stray files, image
     headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
@@ -112,16 +117,25 @@ def folder_dataset(
         check_strays(root, extensions, cfg.on_bad_file)
     loader = Checked(load_npy if npy else datasets.folder.default_loader)
     transform = build_transform(cfg, train)
-    if npy:
-        dataset = datasets.DatasetFolder(
-            str(root), loader=loader, extensions=extensions, transform=transform, allow_empty=allow_empty
-        )
-    else:
-        dataset = datasets.ImageFolder(str(root), transform=transform, loader=loader, allow_empty=allow_empty)
+    scanned = Counted(extensions, meter(f"scanning {root}", None, progress))  # the walk's progress, file by file
+    try:
+        if npy:
+            dataset = datasets.DatasetFolder(
+                str(root), loader=loader, is_valid_file=scanned, transform=transform, allow_empty=allow_empty
+            )
+        else:
+            dataset = datasets.ImageFolder(
+                str(root), transform=transform, loader=loader, is_valid_file=scanned, allow_empty=allow_empty
+            )
+    finally:
+        scanned.shown.close()
+    index = index or FileIndex(root, None)
+    if cfg.on_bad_file == "skip" or (not npy and check_files):
+        index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
     if cfg.on_bad_file == "skip":
-        drop_unreadable(dataset, progress, report)  # the files left out: said once, by the main process
+        drop_unreadable(dataset, progress, report, index)  # the files left out: said once, by the main process
     elif not npy and check_files:
-        check_headers(dataset, progress)  # a file that is no image stops the run before it writes anything
+        check_headers(dataset, progress, index)  # a file that is no image stops the run before it writes anything
     return dataset
 
 
@@ -144,6 +158,18 @@ def check_split(root: Path, split: str) -> None:
         raise UserError(f"{root} holds no packed {split}/ split: pack a folder that has {split}/ with pack-shards")
     if not has_split(root, split):
         raise UserError(f"{root / split} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
+
+
+class Counted:
+    """The scan's filter: a file counts when its name ends in an accepted extension, in any case (as
+    torchvision's own filter); each file it is shown moves the scan's progress."""
+
+    def __init__(self, extensions: tuple[str, ...], shown: Any) -> None:
+        self.extensions, self.shown = extensions, shown
+
+    def __call__(self, path: str) -> bool:
+        self.shown.update()
+        return path.lower().endswith(self.extensions)
 
 
 def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:
@@ -190,18 +216,25 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     is relabelled with the training indices. The per-file checks open every
     file: under torchrun only local rank 0 makes them, once per node, while the
     others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
-    reads every file on every rank: each needs the list).
+    reads every file on every rank: each needs the list). What they found is
+    kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
+    (``store.py``): a second start checks and decodes only what changed.
+    ``progress``: this process reports the long phases (``core/progress.py``).
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
     check_files = world.local_rank == 0
     root = Path(cfg.data.root)
-    if not is_packed(root):  # a packed folder (shards.py) has no train/ and val/ to check
+    packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
+    if not packed:
         check_data_root(root)
+    # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
+    folder = None if packed else cache_folder(cfg.data.cache_dir, world.is_main)
+    indexes = {split: FileIndex(root / split, folder) for split in SPLITS}
     # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
     said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = split_dataset(root, "train", cfg.data, train=True, **said)
-    val_set = split_dataset(root, "val", cfg.data, train=False, allow_empty=True, **said)
+    train_set = split_dataset(root, "train", cfg.data, train=True, index=indexes["train"], **said)
+    val_set = split_dataset(root, "val", cfg.data, train=False, allow_empty=True, index=indexes["val"], **said)
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
@@ -217,16 +250,17 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
     placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory))
+    cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
-        workers = loader_workers(cfg.data.num_workers, world, device)  # the cache fills as the loader would load
         kept = placement.where in ("device", "memory")
-        train_set = square_images(train_set, cfg.data, kept, workers, progress)  # type: ignore[assignment]
+        workers = fill_workers(cfg.data.num_workers, world, len(train_set))
+        train_set = cached.squares(train_set, cfg.data, kept, workers, worker_start(workers))  # type: ignore[assignment]
     elif memory:
-        train_set = MemoryCache(train_set, cfg.data, progress)  # type: ignore[assignment]
+        train_set = cached.resized(train_set, cfg.data, "train")  # type: ignore[assignment]
     if memory:
-        val_set = MemoryCache(val_set, cfg.data, progress)  # type: ignore[assignment]
+        val_set = cached.resized(val_set, cfg.data, "val")  # type: ignore[assignment]
     return TrainingData(train_set, val_set, placement)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,17 +24,21 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
-from tqdm import tqdm
 
 from .. import extensions
 from ..core.config import DataConfig
+from ..core.distributed import World
 from ..core.errors import UserError
+from ..core.machine import cpu_cores
+from ..core.progress import meter
 from .cache import refuse_if_too_big
 from .shards import packed_loader
+from .store import CacheKey, CacheStore, MappedBlock
 
 # TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
 CODEC_DECODED = (".png", ".jpg", ".jpeg")
 FILL_BATCH = 64  # images per batch while data.cache fills
+FILL_PARALLEL_MIN = 2000  # images: fewer decode in the main process faster than loader workers start
 
 
 # The per-image training steps the batch path makes itself: the evaluation resize and center crop (its uint8
@@ -153,17 +158,72 @@ class SquareImages(Dataset):
         return torch.stack([self.image(index) for index in indices]), self.labels[indices]
 
 
+@dataclass(frozen=True)
+class Fill:
+    """How a cache is filled: by ``workers`` loader processes started by ``start`` (``folders.worker_start``:
+    a forkserver under DDP), ``progress`` reported (``core/progress.py``)."""
+
+    workers: int = 0
+    start: Any = None
+    progress: bool = False
+
+
+def fill_workers(setting: int | str, world: World, images: int) -> int:
+    """Loader processes that decode the images into the cache: with ``auto``, every core of this process's share.
+
+    Training keeps two cores for the model's own threads (``loader_workers``);
+    while the cache fills the model waits, so those cores decode too (on 2
+    cores: 2 workers instead of none, 1.5x faster). Fewer than
+    ``FILL_PARALLEL_MIN`` images decode faster than workers start.
+    """
+    if setting != "auto":
+        return int(setting)
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
+    share = min(8, cpu_cores() // max(processes, 1))  # the affinity (or the server profile's, core/machine.py)
+    return share if share > 1 and images >= FILL_PARALLEL_MIN else 0
+
+
 class SquareCache(SquareImages):
     """``data.cache: memory`` on the batch path: every square decoded once, in one uint8 tensor.
 
     3 x side x side bytes per image: 15,987 at image_size 64 (side 73), 196,608 at 224 (side 256).
+    With a ``store`` (``data.cache_dir``) that tensor is a file on local disk,
+    mapped by every later start and every process of the node; ``files`` is the
+    samples' digest (``FileIndex.digest``), part of the file's key.
     """
 
-    def __init__(self, folder: datasets.DatasetFolder, side: int, workers: int = 0, progress: bool = False) -> None:
+    def __init__(
+        self,
+        folder: datasets.DatasetFolder,
+        side: int,
+        fill: Fill | None = None,
+        store: CacheStore | None = None,
+        files: str = "",
+    ) -> None:
         super().__init__(folder, side)
-        refuse_if_too_big(len(self.samples) * 3 * side * side)
-        self.images = torch.empty(len(self.samples), 3, side, side, dtype=torch.uint8)
-        streamed = SquareImages(folder, side)  # decoded by as many loader processes as training would use
+        count = len(self.samples)
+        refuse_if_too_big(count * 3 * side * side, mapped=store is not None)
+        self.mapped: MappedBlock | None = None
+        decoder = "torchcodec" if codec_decoder() is not None else "pillow"  # their pixels may differ slightly
+        key = CacheKey(str(folder.root), "squares", side, files, decoder)
+
+        def decoded() -> Iterator[torch.Tensor]:
+            return self.decoded(folder, fill or Fill())
+
+        stored = store.obtain(key, decoded, 1, count * 3 * side * side) if store is not None else None
+        if stored is not None and stored.block.size == count * 3 * side * side:
+            self.mapped = stored.block
+            self.images = stored.block.tensor.view(count, 3, side, side)
+            return
+        self.images = torch.empty(count, 3, side, side, dtype=torch.uint8)
+        start = 0
+        for images in decoded():
+            self.images[start : start + len(images)] = images
+            start += len(images)
+
+    def decoded(self, folder: datasets.DatasetFolder, fill: Fill) -> Iterator[torch.Tensor]:
+        """The squares in file order, a batch at a time, decoded by ``fill.workers`` loader processes."""
+        streamed = SquareImages(folder, self.side)
         keys = [(0, index, index) for index in range(len(self.samples))]
         # Its own generator: a DataLoader draws its workers' base seed from torch's global one otherwise, and the
         # model's initial weights, drawn after, would then depend on whether the images were cached.
@@ -171,13 +231,30 @@ class SquareCache(SquareImages):
             streamed,
             batch_size=FILL_BATCH,
             sampler=keys,
-            num_workers=workers,
+            num_workers=fill.workers,
             collate_fn=keep_batch,
+            multiprocessing_context=fill.start if fill.workers else None,
             generator=torch.Generator().manual_seed(0),
         )
-        starts = range(0, len(keys), FILL_BATCH)
-        for start, (images, _) in zip(starts, tqdm(batches, "caching", disable=not progress), strict=True):
-            self.images[start : start + len(images)] = images
+        shown = meter(f"caching {folder.root}", len(keys), fill.progress, "images")
+        try:
+            for images, _ in batches:
+                yield images
+                shown.update(len(images))
+        finally:
+            shown.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A mapped cache crosses to a loader worker as its file's path, not as its bytes."""
+        state = dict(self.__dict__)
+        if self.mapped is not None:
+            del state["images"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.mapped is not None:
+            self.images = self.mapped.tensor.view(len(self.samples), 3, self.side, self.side)
 
     def image(self, index: int) -> torch.Tensor:
         return self.images[index]
@@ -188,10 +265,15 @@ class SquareCache(SquareImages):
 
 
 def square_images(
-    folder: datasets.DatasetFolder, cfg: DataConfig, memory: bool, workers: int = 0, progress: bool = False
+    folder: datasets.DatasetFolder,
+    cfg: DataConfig,
+    memory: bool,
+    fill: Fill | None = None,
+    store: CacheStore | None = None,
+    files: str = "",
 ) -> SquareImages:
     side = square_side(cfg)
-    return SquareCache(folder, side, workers, progress) if memory else SquareImages(folder, side)
+    return SquareCache(folder, side, fill, store, files) if memory else SquareImages(folder, side)
 
 
 def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,12 +22,19 @@ printed in one line at start.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.utils.data import Dataset
+from torchvision import datasets
 
+from ..core.config import DataConfig
 from ..core.errors import UserError
-from .cache import AUTO_SHARE
+from .cache import AUTO_SHARE, MemoryCache
+from .file_index import FileIndex
 from .gpu_decode import cuda_decode_failure, decodes_on_gpu, jpegs_on_cuda
+from .pipeline import Fill, square_images
+from .store import CacheStore
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
 
@@ -106,3 +113,27 @@ def measured_facts(
     # The probe asked again for its reason, only where the files and device were nvJPEG's and it failed (rare).
     failure = cuda_decode_failure(device) if not gpu and jpegs_on_cuda(paths, device) else None
     return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
+
+
+@dataclass(frozen=True)
+class Cached:
+    """Where the decoded images are kept (``store``: data.cache_dir, or None: in memory) and the files' digests."""
+
+    store: CacheStore | None
+    indexes: dict[str, FileIndex]
+    progress: bool
+
+    def digest(self, dataset: datasets.DatasetFolder, split: str) -> str:
+        if self.store is None:
+            return ""
+        return self.indexes[split].digest([path for path, _ in dataset.samples], self.progress)
+
+    def squares(
+        self, dataset: datasets.DatasetFolder, cfg: DataConfig, kept: bool, workers: int, start: Any = None
+    ) -> Dataset:
+        """The batch path's squares; kept: decoded now by ``workers`` loader processes started by ``start``."""
+        files = self.digest(dataset, "train") if kept else ""
+        return square_images(dataset, cfg, kept, Fill(workers, start, self.progress), self.store, files)
+
+    def resized(self, dataset: datasets.DatasetFolder, cfg: DataConfig, split: str) -> Dataset:
+        return MemoryCache(dataset, cfg, self.progress, self.store, self.digest(dataset, split))

@@ -129,7 +129,8 @@ class Trainer:
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
-        data = build_training_data(cfg, self.progress_bars, self.world)
+        # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
+        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
