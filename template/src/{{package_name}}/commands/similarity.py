@@ -17,7 +17,8 @@ from torch import nn
 
 from ..core.device import autocast
 from ..core.errors import UserError
-from ..data.folders import build_loader, build_transform, check_split, split_dataset
+from ..data.folders import build_transform, check_split, split_dataset
+from ..data.loaders import build_loader
 from ..training.inference import Loaded, read_input
 
 

@@ -29,8 +29,9 @@ from ..core.config import Config
 from ..core.device import Compute
 from ..core.distributed import World
 from .augment import BatchAugment
-from .folders import TrainingData, build_loader, build_sampler, stop_workers
+from .folders import TrainingData
 from .gpu_decode import EncodedImages, GpuDecoded
+from .loaders import build_loader, build_sampler, stop_workers
 from .mixing import BatchMixer
 from .pipeline import SquareCache, on_batch_path
 from .prefetch import Prefetched, prefetches

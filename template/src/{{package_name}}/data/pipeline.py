@@ -160,7 +160,7 @@ class SquareImages(Dataset):
 
 @dataclass(frozen=True)
 class Fill:
-    """How a cache is filled: by ``workers`` loader processes started by ``start`` (``folders.worker_start``:
+    """How a cache is filled: by ``workers`` loader processes started by ``start`` (``loaders.worker_start``:
     a forkserver under DDP), ``progress`` reported (``core/progress.py``)."""
 
     workers: int = 0

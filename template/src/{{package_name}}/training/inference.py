@@ -21,12 +21,12 @@ from ..data.bad_files import READ_ERRORS, BadFileError, extension_list, listing,
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
-    build_loader,
     build_transform,
     check_split,
     load_npy,
     split_dataset,
 )
+from ..data.loaders import build_loader
 from ..models.classifier import ImageClassifier, build_model
 from .engine import evaluate
 

@@ -48,7 +48,8 @@ from ..core.distributed import (
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything, seed_process
 from ..data.batches import TrainingBatches
-from ..data.folders import build_loader, build_training_data, stop_workers
+from ..data.folders import build_training_data
+from ..data.loaders import build_loader, stop_workers
 from ..data.samplers import balanced_class_weights
 from ..models.classifier import build_model
 from ..outputs.tracking import preflight
