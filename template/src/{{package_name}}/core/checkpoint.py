@@ -17,7 +17,6 @@ import random
 import re
 import shutil
 import sys
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,39 +29,17 @@ from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from .distributed import World, gather_objects, unwrap
 from .errors import UserError
+from .files import fsync_folder, write_atomically
 
 FORMAT_VERSION = 1
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename.
-
-    ``os.replace`` is atomic, so a crash leaves either the old file or the new
-    one, never half of one.
-    """
+    """Written atomically (files.py): a crash leaves either the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` survive a power cut, not only a crash."""
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, lambda handle: torch.save(state, handle))
 
 
 def link_atomically(source: Path, target: Path) -> None:
@@ -81,7 +58,7 @@ def link_atomically(source: Path, target: Path) -> None:
             copy.flush()
             os.fsync(copy.fileno())
     os.replace(tmp, target)
-    _fsync_dir(target.parent)
+    fsync_folder(target.parent)
 
 
 def history(out_dir: Path) -> list[Path]:

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from ..core.progress import tracked
-from .store import folder_key, write_atomically
+from .store import folder_key, write_chunks
 
 INDEX_FORMAT = 1  # bump when the file's layout or a verdict's meaning changes: old indexes are then ignored
 HEADER = "header"  # the image header opens (data.on_bad_file=error's check)
@@ -94,7 +94,7 @@ class FileIndex:
                 files[name] = entry
         text = json.dumps({"format": INDEX_FORMAT, "root": str(self.root), "files": files}, separators=(",", ":"))
         with contextlib.suppress(OSError):  # a full or read-only disk: the checks are made again next time
-            write_atomically(self.path, [text.encode()])
+            write_chunks(self.path, [text.encode()])
 
     def digest(self, paths: list[str], show: bool = False) -> str:
         """A hash of (path, size, mtime_ns) of ``paths``, in their order: the decoded cache's key."""

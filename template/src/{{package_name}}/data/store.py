@@ -26,15 +26,15 @@ import os
 import shutil
 import struct
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 import torchvision
 
 from ..core import PACKAGE
+from ..core.files import write_atomically
 
 CACHE_FORMAT = 1  # bump when the file layout or the decoded pixels change: older files are then never read
 MAGIC = b"TSCACHE1"  # the file's last 8 bytes; the 8 before them: the header's length
@@ -111,29 +111,14 @@ class Stored:
     chunks: list[tuple[int, list[int], str]]
 
 
-def fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` survive a power cut, not only a crash."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write_chunks(path: Path, chunks: Iterable[Any]) -> None:
+    """Write ``chunks`` (bytes or buffers) to ``path`` atomically (core/files.py)."""
 
+    def write(handle: BinaryIO) -> None:
+        for chunk in chunks:
+            handle.write(chunk)
 
-def write_atomically(path: Path, chunks: Iterable[Any]) -> None:
-    """Write ``chunks`` (bytes or buffers) to a temporary file beside ``path``, fsync, then rename it there."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_folder(path.parent)
+    write_atomically(path, write)
 
 
 def cache_chunks(tensors: Iterable[torch.Tensor], key: CacheKey, align: int) -> Iterator[Any]:
@@ -220,7 +205,7 @@ class CacheStore:
             with exclusive(path.with_suffix(".lock"), self.report):
                 found = open_cache(path, key)  # another process filled it while this one waited
                 if found is None:
-                    write_atomically(path, cache_chunks(tensors(), key, align))
+                    write_chunks(path, cache_chunks(tensors(), key, align))
                     drop_stale(self.folder, key)
                     found = open_cache(path, key)
         except OSError as error:
