@@ -9,7 +9,7 @@ DEMO := demo-project
 # process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers (7 min 21 s since).
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
-.PHONY: demo test lint bench env clean tags test-answers gpu-test gpu-project gpu-bench slurm-test
+.PHONY: demo test lint bench env clean tags test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
 
 env: $(STAMP)
 
@@ -68,10 +68,37 @@ gpu-test: gpu-project
 # Throughput on the GPU: the three columns for resnet18@224, resnet50@224, resnet18@64, simple_cnn@64 from JPEG
 # files. It runs the project `make gpu-project` generated beforehand, so the GPU machine needs PyTorch, not copier.
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_PYTHON_IN_PROJECT = $(if $(findstring /,$(GPU_PYTHON)),$(abspath $(GPU_PYTHON)),$(GPU_PYTHON))
 
 gpu-bench:
 	@test -d $(GPU_PROJECT) || { echo "no $(GPU_PROJECT)/: run make gpu-project first (where copier is)"; exit 1; }
 	$(GPU_PYTHON) benchmarks/throughput.py --project $(GPU_PROJECT) --out .bench/throughput-gpu.json
+
+# TorchCodec (nvJPEG decoding) for a GPU machine without network: its wheel, at constraints.txt's version, in
+# .wheels/ (ignored; carry it over with .gpu-project/). TorchCodec names no torch requirement: pip takes no torch.
+WHEELS := .wheels
+
+gpu-wheels: $(STAMP)
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps -c constraints.txt -d $(WHEELS) torchcodec
+
+# The GPU checks in one command, from a checkout holding .gpu-project/ (make gpu-project) and, for nvJPEG,
+# .wheels/ (make gpu-wheels), both made where copier and the network are: TorchCodec installed from .wheels/,
+# the template's GPU suite and the project's (-m gpu; nvJPEG tests fail instead of skipping), then gpu-bench's
+# cases in --check sizes. Ends with one table: trainer and compute-bound images/s, their ratio, host syncs a
+# step, per case; it fails when a suite failed. Sized for 10 minutes on one H100.
+gpu-check:
+	@test -d $(GPU_PROJECT) || { echo "no $(GPU_PROJECT)/: run make gpu-project first (where copier is)"; exit 1; }
+	@if ls $(WHEELS)/torchcodec-*.whl >/dev/null 2>&1; then \
+		PIP_BREAK_SYSTEM_PACKAGES=1 $(GPU_PYTHON) -m pip install --quiet --disable-pip-version-check --no-index --no-deps --find-links $(WHEELS) torchcodec; \
+	else echo "no $(WHEELS)/torchcodec-*.whl (make gpu-wheels): the nvJPEG tests fail"; fi
+	@mkdir -p .bench; start=$$(date +%s); \
+	GPU_PROJECT=$(GPU_PROJECT) $(GPU_PYTHON) -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py; template=$$?; \
+	(cd $(GPU_PROJECT) && TORCH_SCAFFOLD_REQUIRE_NVJPEG=1 PYTHONPATH=src $(GPU_PYTHON_IN_PROJECT) -m pytest -p no:cacheprovider -m gpu); \
+		project=$$?; \
+	$(GPU_PYTHON) benchmarks/throughput.py --check --project $(GPU_PROJECT) --out .bench/gpu-check.json; bench=$$?; \
+	echo; echo "gpu-check in $$(( $$(date +%s) - start )) s: template GPU suite rc=$$template, project GPU suite rc=$$project, bench rc=$$bench"; \
+	test $$bench -ne 0 || $(GPU_PYTHON) benchmarks/throughput.py --table .bench/gpu-check.json; \
+	test $$template -eq 0 -a $$project -eq 0 -a $$bench -eq 0
 # A real one-node Slurm on localhost (as root: installs slurm-wlm and munge with apt-get when sbatch is missing),
 # then a generated project's Slurm tests: jobs run straight, requeued after USR1, restarted after a kill
 # (pytest -m slurm; a few minutes). The daemons stop afterwards, also when a test fails.
@@ -87,4 +114,4 @@ slurm-test: $(STAMP)
 		status=$$?; cd .. && SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/stop.sh; exit $$status
 
 clean:
-	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) $(SLURM_PROJECT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) $(WHEELS) $(SLURM_PROJECT) .pytest_cache .ruff_cache
