@@ -1,12 +1,14 @@
 """A project whose every answer differs from the default passes its whole suite, within a hosted runner's disk.
 
-Its own file, so that pytest-xdist runs it beside test_generate.py's default project, not after it.
+The whole suite is ``slow`` (``make test-answers``, before each release): beside the default project's suite it
+took make test well past its 8 minutes on a 2-core machine. Which answers it uses is checked in make test.
 """
 
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .conftest import check, generate, run_in
@@ -35,6 +37,7 @@ def test_every_question_is_answered_otherwise() -> None:
         assert OTHER_ANSWERS[name] != COPIER_QUESTIONS[name]["default"], name
 
 
+@pytest.mark.slow
 def test_a_project_with_every_answer_changed_passes_its_whole_suite(template_repo: Path, tmp_path: Path) -> None:
     project = generate(template_repo, tmp_path / "p", **OTHER_ANSWERS)
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())

@@ -1,9 +1,9 @@
 """A project generated at v0.1.0 follows the v0.2.0 move into folders, and the release after it, with its edits.
 
-The previous release is this repository's own history (the commit its
-CHANGELOG heading names), tagged in a temporary copy with the functions
-``make tags`` uses; this checkout is the move release, tagged with its
-``pyproject.toml`` version; a third release changes two of the moved files. A
+The previous release and the move release are this repository's own history
+(the commits ``make tags`` finds for them), tagged in a temporary copy with
+its functions; a third release changes two of the moved files. (This checkout
+was the move release only until its next change: moves only, by design.) A
 user edits two modules that move (``data.py``, ``trainer.py``) and a config,
 and adds a module and a test of their own that import moved modules. The
 update across the move must carry every edit to the new paths with no
@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from torch_scaffold.releases import changelog_versions, current_version, release_commit
+from torch_scaffold.releases import changelog_versions, release_commit
 
-from .conftest import REPO, TEMPLATE_FILES, check, generate, git, make_template_repo, run_in
+from .conftest import REPO, TEMPLATE_FILES, check, generate, git, run_in
 from .lifecycle import commit, conflict_markers
 
 PACKAGE = "x_pkg"
+PREVIOUS, MOVE = "0.1.0", "0.2.0"  # the release before the move, and the move (copier.yml's _migrations v0.2.0)
 SRC = f"src/{PACKAGE}"
 # (old path, new path, text in the old file, the user's replacement): one edit in each of two moved modules.
 EDITS = [
@@ -43,11 +44,10 @@ OUR_TEST = (
 )
 
 
-def previous_release(dest: Path) -> str:
-    """The template at the release before the move, from this repository's history, tagged as ``make tags`` would."""
+def extract_release(version: str, dest: Path) -> None:
+    """The template's files at ``version``, from this repository's history (the commit ``make tags`` tags)."""
     versions = changelog_versions(REPO)
-    version = next(v for v in versions if v != current_version(REPO))  # the newest entry before this one
-    commit_id = release_commit(REPO, version, versions[version])
+    commit_id = release_commit(REPO, version, versions.get(version))
     if commit_id is None:
         pytest.fail(f"this test needs release {version}'s commit in the history (a full clone of main)")
     archive = subprocess.run(
@@ -59,8 +59,13 @@ def previous_release(dest: Path) -> str:
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
+
+
+def previous_release(dest: Path) -> str:
+    """The template at the release before the move, as the first commit of a new template repository."""
+    extract_release(PREVIOUS, dest)
     git(dest, "init", "--quiet", "--initial-branch=main")
-    tag = f"v{version}"
+    tag = f"v{PREVIOUS}"
     commit(dest, f"template {tag}", tag=tag)
     return tag
 
@@ -103,7 +108,8 @@ def moved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproc
     (project / SRC / "our_augment.py").write_text(OUR_MODULE)
     (project / "tests" / "test_ours.py").write_text(OUR_TEST)
     commit(project, "our edits")
-    release(template, make_template_repo(root / "current"), f"v{current_version(REPO)}")
+    extract_release(MOVE, root / "move")
+    release(template, root / "move", f"v{MOVE}")
     return template, project, update(project)
 
 
@@ -112,7 +118,7 @@ def test_the_move_carries_every_edit_to_the_new_paths_without_a_conflict(
 ) -> None:
     _, project, result = moved
     assert result.returncode == 0, result.stdout + result.stderr  # 1 would mean conflicts
-    assert f"_commit: v{current_version(REPO)}" in (project / ".copier-answers.yml").read_text()
+    assert f"_commit: v{MOVE}" in (project / ".copier-answers.yml").read_text()
     assert conflict_markers(project) == []
     for old, new, _, edit in EDITS:
         assert not (project / SRC / old).exists(), f"{old} stayed beside {new}"

@@ -12,13 +12,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from tqdm import tqdm
 
 DELAY = 2.0  # seconds a phase runs before it is shown
 EVERY = 5.0  # seconds between two lines in a log
-Item = TypeVar("Item")
 
 
 class Quiet:
@@ -73,8 +72,8 @@ def meter(what: str, total: int | None = None, show: bool = True, unit: str = "f
 
 
 def tracked(
-    items: Iterable[Item], what: str, total: int | None = None, show: bool = True, unit: str = "files"
-) -> Iterator[Item]:
+    items: Iterable[Any], what: str, total: int | None = None, show: bool = True, unit: str = "files"
+) -> Iterator[Any]:
     """``items``, one by one, reported by ``meter`` (each item counts one ``unit``)."""
     shown = meter(what, total, show, unit)
     try:
