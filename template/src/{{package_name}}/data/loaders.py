@@ -6,8 +6,11 @@ on the way to the model is ``batches.py``'s.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+import threading
+import time
 from typing import Any
 
 import torch
@@ -32,6 +35,28 @@ def ignore_stop_signals(worker_id: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def start_worker(main_pid: int, worker_id: int) -> None:
+    """Each loader worker: stop signals ignored, and gone within a second or two of its main process.
+
+    A worker started by a forkserver (under DDP) is the forkserver's child, and
+    PyTorch's own watchdog watches that parent, which lives as long as any of
+    its children holds its pipe: a SIGKILLed rank left its forkserver and
+    workers running forever (and holding torchrun's output open). So each
+    worker also watches the process that made its loader.
+    """
+    ignore_stop_signals(worker_id)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(main_pid, 0)  # signal 0: is it still there?
+            except ProcessLookupError:
+                os._exit(0)  # nothing to save: the main process owned the run
+
+    threading.Thread(target=watch, name="main-process-watch", daemon=True).start()
 
 
 def stop_workers(loader: DataLoader) -> None:
@@ -128,7 +153,7 @@ def build_loader(
         pin_memory=device.type == "cuda",
         persistent_workers=persistent and workers > 0,
         drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
-        worker_init_fn=ignore_stop_signals,
+        worker_init_fn=functools.partial(start_worker, os.getpid()),
         multiprocessing_context=worker_start(workers),
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
