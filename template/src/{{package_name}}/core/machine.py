@@ -29,6 +29,12 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def cores_per_process(processes: int) -> int:
+    """This process's share of the node's cores: ``cpu_cores()`` among torchrun's processes on this node
+    (``LOCAL_WORLD_SIZE``; ``processes`` where nothing set it)."""
+    return cpu_cores() // max(int(os.environ.get("LOCAL_WORLD_SIZE", processes)), 1)
+
+
 def fused_kernels(device: torch.device) -> bool | None:
     """``fused=True`` on CUDA (and everywhere in the server profile), torch's default elsewhere.
 

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..core.config import Config
 from ..core.distributed import World
-from ..core.machine import cpu_cores
+from ..core.machine import cores_per_process
 from ..core.seeding import SeededSamples
 from .pipeline import keep_batch, on_batch_path
 from .samplers import ResumableSampler, ShardSampler, sample_weights
@@ -107,9 +107,7 @@ def loader_workers(setting: int | str, world: World, device: torch.device) -> in
     """
     if setting != "auto":
         return int(setting)
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
-    cores = cpu_cores()  # the affinity (or the server profile's, core/machine.py)
-    share = cores // max(processes, 1)
+    share = cores_per_process(world.size)  # of the affinity's cores (or the server profile's, core/machine.py)
     kept = 1 if device.type == "cuda" else 2  # the main process; on the CPU also the model's own threads
     return max(0, min(8, share - kept))
 

@@ -29,7 +29,7 @@ from .. import extensions
 from ..core.config import DataConfig
 from ..core.distributed import World
 from ..core.errors import UserError
-from ..core.machine import cpu_cores
+from ..core.machine import cores_per_process
 from ..core.progress import meter
 from .cache import refuse_if_too_big
 from .shards import packed_loader
@@ -178,8 +178,7 @@ def fill_workers(setting: int | str, world: World, images: int) -> int:
     """
     if setting != "auto":
         return int(setting)
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
-    share = min(8, cpu_cores() // max(processes, 1))  # the affinity (or the server profile's, core/machine.py)
+    share = min(8, cores_per_process(world.size))  # of the affinity's cores (or the server profile's, machine.py)
     return share if share > 1 and images >= FILL_PARALLEL_MIN else 0
 
 
