@@ -21,17 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.optional import require
+from ..core.progress import meter
 from ..data.folders import align_classes, check_data_root, folder_dataset, warn_missing_classes
 from ..data.shards import FORMAT, MANIFEST, VERSION, digest
 
 SPLITS = ("train", "val", "test")  # test/ is packed when there: training evaluates it at the end
 DEFAULT_SHARD_BYTES = 256 * 2**20  # WebDataset suggests 100 MB to a few GB: few files, each read sequentially
-LOG_EVERY_S = 10.0  # without a terminal: one count+rate line this often
 
 
 def shard_bytes(text: str) -> int:
@@ -42,39 +40,13 @@ def shard_bytes(text: str) -> int:
     return int(float(match.group(1)) * 1024 ** " kmg".index(match.group(2) or " "))
 
 
-class Progress:
-    """tqdm in a terminal; in a log, a line with the count and the rate every ``LOG_EVERY_S`` seconds."""
-
-    def __init__(self, total: int, what: str, terminal: bool) -> None:
-        self.total, self.what, self.done = total, what, 0
-        self.bar = tqdm(total=total, desc=what, unit="img", leave=False) if terminal else None
-        self.start = self.said = time.perf_counter()
-
-    def step(self) -> None:
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update()
-        elif time.perf_counter() - self.said >= LOG_EVERY_S:
-            self.said = time.perf_counter()
-            self.line()
-
-    def line(self) -> None:
-        rate = self.done / max(time.perf_counter() - self.start, 1e-9)
-        print(f"{self.what}: {self.done}/{self.total} images ({rate:,.0f}/s)", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        self.line()  # the total, in the log and in the terminal alike
-
-
 def member_offsets(path: Path) -> dict[str, tuple[int, int]]:
     """Each member's name -> (offset of its bytes, size), read from the tar headers just written."""
     with tarfile.open(path) as tar:
         return {member.name: (member.offset_data, member.size) for member in tar}
 
 
-def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, terminal: bool) -> dict[str, Any]:
+def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int) -> dict[str, Any]:
     """Pack one split in the dataset's order; returns its manifest entry (samples, shards, digest)."""
     pattern = str(out / f"{split}-%06d.tar")
     # Fixed mtime: packing the same folder twice writes the same bytes; an int, as a float mtime costs each member a
@@ -84,7 +56,8 @@ def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, t
     writer = wds.ShardWriter(
         pattern, maxsize=max_bytes, maxcount=10**9, verbose=0, mtime=0, opener=open_new, post=written.append
     )
-    progress = Progress(len(dataset.samples), f"packing {split}", terminal)
+    what, total, started = f"packing {split}", len(dataset.samples), time.perf_counter()
+    progress = meter(what, total, unit="images")  # a bar on a terminal, count-and-rate lines in a log
     members = []  # (relative path, label, shard number, member name)
     try:
         for index, (path, target) in enumerate(dataset.samples):
@@ -93,10 +66,12 @@ def write_split(wds: Any, dataset: Any, out: Path, split: str, max_bytes: int, t
             data = Path(path).read_bytes()  # the file as it is: decoded later exactly as the folder's file
             writer.write({"__key__": key, extension: data, "cls": str(target).encode()})
             members.append((os.path.relpath(path, dataset.root), target, writer.shard - 1, f"{key}.{extension}"))
-            progress.step()
+            progress.update()
     finally:
         writer.close()
-    progress.close()
+        progress.close()
+    rate = total / max(time.perf_counter() - started, 1e-9)
+    print(f"{what}: {total}/{total} images ({rate:,.0f}/s)", flush=True)  # the total, in a terminal and a log alike
     files = [Path(name) for name in written]
     offsets = [member_offsets(file) for file in files]
     samples = [
@@ -142,7 +117,7 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
             warn_missing_classes(sets[split])
     out.mkdir(parents=True, exist_ok=True)
     try:
-        splits = {split: write_split(wds, dataset, out, split, max_bytes, terminal) for split, dataset in sets.items()}
+        splits = {split: write_split(wds, dataset, out, split, max_bytes) for split, dataset in sets.items()}
     except BaseException:
         shutil.rmtree(out)  # no half pack left behind to be mistaken for one (it was empty before)
         raise
