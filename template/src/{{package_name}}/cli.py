@@ -89,7 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="an unreadable file: exit 2 naming it (error) or warn (skip), after predicting every other file "
         "(default: error, whatever data.on_bad_file the model was trained with)",
     )
-    predict.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="folders are searched recursively")
+    predict.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE_OR_FOLDER",
+        help="folders are searched recursively; a folder pack-shards wrote gives every packed image",
+    )
 
     similar = add_checkpoint_command(commands, "similar", "the training images most similar to each query image")
     similar.add_argument("--k", type=int, default=5, help="neighbours to list per query (default: 5)")

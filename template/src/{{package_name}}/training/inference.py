@@ -27,6 +27,7 @@ from ..data.folders import (
     split_dataset,
 )
 from ..data.loaders import build_loader
+from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, packed_splits
 from ..models.classifier import ImageClassifier, build_model
 from .engine import evaluate
 
@@ -93,13 +94,19 @@ def format_report(result: dict[str, Any]) -> str:
     return f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
 
 
-def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[Path]:
-    """Files as given; folders replaced by the sample files below them (recursively, sorted, hidden ones left out)."""
+def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[Path, PackedFiles | None]]:
+    """Files as given; folders replaced by the sample files below them (recursively, sorted, hidden ones left out);
+    a folder pack-shards wrote by every sample of its splits, under the path it had there, with its shards' reader."""
     extensions = NPY_EXTENSIONS if data_format == "npy" else IMG_EXTENSIONS
-    found: list[Path] = []
+    found: list[tuple[Path, PackedFiles | None]] = []
     for path in map(Path, paths):
         if not path.is_dir():
-            found.append(path)  # run_predict names it if it is missing
+            found.append((path, None))  # run_predict names it if it is missing
+            continue
+        if is_packed(path):  # no files to list: the manifest names the samples, in the folder's order
+            for split in packed_splits(path):
+                packed = PackedFolder(path, split, None, data_format)
+                found += [(Path(sample), packed_loader(packed.loader)) for sample, _ in packed.samples]
             continue
         inside = sorted(
             Path(folder) / name
@@ -109,7 +116,7 @@ def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[Path]:
         )
         if not inside:
             raise UserError(f"{path} holds no {extension_list(extensions)} files: give files, or a folder of them")
-        found += inside
+        found += [(file, None) for file in inside]
     return found
 
 
@@ -129,10 +136,13 @@ def write_predictions(predictions: list[tuple[Path, list[tuple[str, float]]]], t
     return path
 
 
-def read_input(path: Path, data_format: str) -> Any:
-    if not path.is_file():
+def read_input(path: Path, data_format: str, packed: PackedFiles | None = None) -> Any:
+    """A file's sample, or a packed one's from its shard (``packed``), decoded alike."""
+    if packed is None and not path.is_file():
         raise UserError(f"{path} not found: give the path of an existing file or folder")
     try:
+        if packed is not None:
+            return packed(str(path))
         return load_npy(str(path)) if data_format == "npy" else default_loader(str(path))
     except READ_ERRORS as exc:
         raise UnreadableInput(path, data_format, reason(exc, str(path))) from None
@@ -146,10 +156,12 @@ class UnreadableInput(BadFileError):
         self.entry = f"{path} ({why})"
 
 
-def predict_file(loaded: Loaded, path: str | Path, topk: int = 3) -> list[tuple[str, float]]:
-    """The ``topk`` most likely classes of one file, with their probabilities."""
+def predict_file(
+    loaded: Loaded, path: str | Path, topk: int = 3, packed: PackedFiles | None = None
+) -> list[tuple[str, float]]:
+    """The ``topk`` most likely classes of one file (or packed sample), with their probabilities."""
     cfg = loaded.config
-    image = build_transform(cfg.data, train=False)(read_input(Path(path), cfg.data.format))
+    image = build_transform(cfg.data, train=False)(read_input(Path(path), cfg.data.format, packed))
     batch = image.unsqueeze(0).to(loaded.device)  # P16: the model takes batches, so one image becomes a batch of one
     with torch.inference_mode():
         probabilities = loaded.model(batch).float().softmax(1)[0]
@@ -171,13 +183,13 @@ def run_predict(
     """
     on_bad_file = on_bad_file or "error"
     paths = expand_inputs(files, loaded.config.data.format)
-    missing = [path for path in paths if not path.is_file()]
+    missing = [path for path, packed in paths if packed is None and not path.is_file()]
     if missing:  # a typo in the command line: said before any work, as every other argument mistake
         raise UserError(f"{listing(missing)} not found: give the path of an existing file or folder")
     predictions, unreadable = [], []
-    for path in paths:
+    for path, packed in paths:
         try:
-            ranked = predict_file(loaded, path, topk)
+            ranked = predict_file(loaded, path, topk, packed)
         except UnreadableInput as bad:
             unreadable.append(bad.entry)
             continue
