@@ -50,7 +50,7 @@ test: lint
 # every row of the answer matrix (tests/test_matrix.py), each with its generated project's whole suite and under
 # 1 GB of temporary files (about 5 min a project on a 2-core machine; 18 projects).
 test-answers: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -s -n 1 tests/test_other_answers.py \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -rP -n 1 tests/test_other_answers.py \
 		tests/test_matrix.py -k "whole_suite or every_answer_changed"
 
 # Throughput (compute bound, generated trainer, naive loop) and checkpoint cost, printed and in .bench/.
