@@ -130,6 +130,19 @@ def run_in(project: Path, *args: str, timeout: int = HANG_S) -> subprocess.Compl
     )
 
 
+# The generated README's test command (its "Tests" section, and the CI workflow's Test step): the tests that run a
+# project's whole suite run exactly it, so the time and disk they report are what a user's command takes.
+PROJECT_TEST_COMMAND = "python -m pytest -n auto"
+
+
+def run_project_suite(project: Path, *pytest_args: str) -> str:
+    """The project's whole suite by its README's command (quiet, no cache folder left in the project); its output."""
+    command = PROJECT_TEST_COMMAND.split()[1:]  # after "python": this environment's interpreter runs it
+    out = check(run_in(project, sys.executable, *command, "-q", "-p", "no:cacheprovider", *pytest_args))
+    assert " passed" in out and " failed" not in out
+    return out
+
+
 def x_pkg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m x_pkg ARGS`` in the default generated project."""
     return run_in(project, sys.executable, "-m", "x_pkg", *args)

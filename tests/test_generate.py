@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import BIN, REPO, check, generate, run_in
+from .conftest import BIN, PROJECT_TEST_COMMAND, REPO, check, generate, run_in, run_project_suite
 
 MODULES = """__init__ __main__ cli slurm extensions core/config core/errors core/distributed data/folders
 data/sample_data data/batches models/classifier training/optim training/engine training/trainer training/inference
@@ -69,10 +69,19 @@ def test_ruff_is_clean(project: Path) -> None:
 
 
 def test_project_tests_pass(project: Path) -> None:
-    # The project's whole suite, once in make test (the longest test here): two pytest-xdist workers, as its
-    # process-level tests (torchrun, signals, sweeps) mostly wait on their children.
-    out = check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"))
-    assert " passed" in out and " failed" not in out
+    # The project's whole suite, once in make test (the longest test here), by the README's command: a pytest-xdist
+    # worker per core (two here), as its process-level tests (torchrun, signals, sweeps) mostly wait on children.
+    run_project_suite(project)
+
+
+def test_readme_and_ci_run_the_tests_by_one_command(project: Path) -> None:
+    """The README's "Tests" command is the CI workflow's Test step, and the one the whole-suite tests here run."""
+    readme = (project / "README.md").read_text()
+    assert f"## Tests\n\n```bash\n{PROJECT_TEST_COMMAND}\n```" in readme
+    workflow = yaml.safe_load((project / ".github" / "workflows" / "ci.yml").read_text())
+    assert {"name": "Test", "run": PROJECT_TEST_COMMAND} in workflow["jobs"]["test"]["steps"]
+    dev = next(line for line in (project / "pyproject.toml").read_text().splitlines() if line.startswith("dev = "))
+    assert '"pytest-xdist>=' in dev  # what -n needs, in the extra that README and CI install
 
 
 def test_project_installs_with_its_console_script(project: Path, tmp_path: Path) -> None:
