@@ -315,6 +315,16 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
+def suite_within_a_runners_disk(project: Path, basetemp: Path, label: str) -> None:
+    """The project's whole suite by its README's command, green, its time and temporary bytes printed, and those
+    bytes under TEMP_LIMIT."""
+    started = time.monotonic()
+    run_project_suite(project, f"--basetemp={basetemp}")
+    used = folder_bytes(basetemp)
+    print(f"{label}: {time.monotonic() - started:.0f} s, {used / 2**20:.0f} MB of temporary files")
+    assert used < TEMP_LIMIT, f"{used / 2**30:.2f} GB of temporary files"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(ROWS)), ids=ROW_IDS)
 def test_each_row_passes_its_whole_suite_within_a_ci_runners_disk(
@@ -326,9 +336,4 @@ def test_each_row_passes_its_whole_suite_within_a_ci_runners_disk(
     build the answered model. Printed: each row's time and temporary bytes.
     """
     project = generate(template_repo, tmp_path / "p", **answers_of(ROWS[index], index))
-    basetemp = tmp_path / "suite-tmp"
-    started = time.monotonic()
-    run_project_suite(project, f"--basetemp={basetemp}")  # the README's command
-    used = folder_bytes(basetemp)
-    print(f"{ROW_IDS[index]}: {time.monotonic() - started:.0f} s, {used / 2**20:.0f} MB of temporary files")
-    assert used < TEMP_LIMIT, f"{used / 2**30:.2f} GB of temporary files"
+    suite_within_a_runners_disk(project, tmp_path / "suite-tmp", ROW_IDS[index])
