@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +41,19 @@ def git_identity() -> Iterator[None]:
             patch.setenv(key, value)
         patch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user settings (signing, hooks) leak in
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def started_processes_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The processes the tests start (copier, torchrun jobs, generated projects' suites) keep their temporary
+    files here (TMPDIR), deleted with the session; pytest's own folders stay where they were. torchrun leaves a
+    log folder in the temporary folder after every job: hundreds of them a run, in /tmp, before."""
+    tmp_path_factory.getbasetemp()
+    folder = Path(tempfile.mkdtemp(prefix="started-"))  # short: a forkserver's socket path must fit 108 bytes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
