@@ -47,7 +47,7 @@ def git_identity() -> Iterator[None]:
 def started_processes_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The processes the tests start (copier, torchrun jobs, generated projects' suites) keep their temporary
     files here (TMPDIR), deleted with the session; pytest's own folders stay where they were. torchrun leaves a
-    log folder in the temporary folder after every job: hundreds of them a run, in /tmp, before."""
+    log folder in the temporary folder after every job: they piled up in /tmp before."""
     tmp_path_factory.getbasetemp()
     folder = Path(tempfile.mkdtemp(prefix="started-"))  # short: a forkserver's socket path must fit 108 bytes
     with pytest.MonkeyPatch.context() as patch:
