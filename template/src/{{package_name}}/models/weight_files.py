@@ -12,6 +12,7 @@ and so may a cluster whose nodes have no network.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import http.client
 import os
@@ -35,8 +36,15 @@ def downloads_off() -> bool:
 
 def short_digest(path: Path) -> str:
     """The file's SHA-256, first 12 hex digits: what the start line and the checkpoint name it by."""
+    stat = path.stat()
+    return file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """Read once per file and version (size, modification time): the start line and the checkpoint both ask."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:12]
