@@ -73,7 +73,7 @@ def model_line(start: StartingWeights, model: nn.Module) -> str:
 
 
 def preprocessing_said(start: StartingWeights) -> str:
-    """Which of the four preprocessing keys came from the weights, with the values they took."""
+    """Which of the four preprocessing keys came from the weights and which from the config, with their values."""
     data, model = start.config.data, start.config.model
     values = {
         "model.mean": model.mean,
@@ -81,9 +81,10 @@ def preprocessing_said(start: StartingWeights) -> str:
         "data.eval_crop_ratio": round(data.eval_crop_ratio, 4),
         "data.interpolation": data.interpolation,
     }
-    if not start.filled.taken:
-        return "preprocessing from the config: " + ", ".join(f"{key} {value}" for key, value in values.items())
     expected = start.weights.expected if start.weights is not None else None
-    size = f" (trained at {expected.trained_size} px)" if expected and expected.trained_size else ""
-    taken = ", ".join(f"{key} {values[key]}" for key in start.filled.taken)
-    return f"preprocessing from the weights: {taken}{size}"
+    if expected is None:  # no weights, or a file without metadata: the config's values, or the plain ones
+        return "preprocessing (no weights' metadata): " + ", ".join(f"{k} {v}" for k, v in values.items())
+    taken = ", ".join(f"{key} {values[key]}" for key in start.filled.taken) or "nothing"
+    size = f" (trained at {expected.trained_size} px)" if expected.trained_size else ""
+    kept = ", ".join(f"{key} {value}" for key, value in values.items() if key not in start.filled.taken)
+    return f"preprocessing from the weights: {taken}{size}" + (f"; from the config: {kept}" if kept else "")
