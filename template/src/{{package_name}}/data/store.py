@@ -10,7 +10,7 @@ wrote. Loader workers receive (path, size) by pickle, never the pixels.
 
 The file's name holds its key (``CacheKey``): the folder, the kind of images,
 their side, the files' digest (``file_index.FileIndex.digest``), the cache
-format and the decoder's versions. Another size, changed files or a new
+format and the decode contract's version (``decode.DECODE_VERSION``). Another size, changed files or a new
 format find no file and fill a new one; a cache of the folder's earlier files
 is removed once no process maps it.
 """
@@ -35,6 +35,7 @@ import torchvision
 
 from ..core import PACKAGE
 from ..core.files import write_atomically
+from .decode import DECODE_VERSION
 
 CACHE_FORMAT = 1  # bump when the file layout or the decoded pixels change: older files are then never read
 MAGIC = b"TSCACHE1"  # the file's last 8 bytes; the 8 before them: the header's length
@@ -73,10 +74,12 @@ class CacheKey:
     kind: str  # squares (the batch path) | resized (the per-sample path's evaluation resize)
     side: int  # pixels: the square's side, or the shorter side of the evaluation resize
     files: str  # FileIndex.digest of the samples, in order
-    decoder: str  # what decodes: data.format and the decoder (Pillow or TorchCodec)
+    data_format: str  # data.format: image | npy
 
     def fields(self) -> dict[str, Any]:
-        versions = {"format": CACHE_FORMAT, "torch": str(torch.__version__), "torchvision": torchvision.__version__}
+        # The decode contract's version (decode.py): pixels decoded another way are made again, never mixed in.
+        versions = {"format": CACHE_FORMAT, "decode": DECODE_VERSION, "torch": str(torch.__version__)}
+        versions["torchvision"] = torchvision.__version__
         return {**dataclasses.asdict(self), **versions}
 
     def file_name(self) -> str:
