@@ -197,12 +197,12 @@ class ImageFiles:
     holds it pickles to loader workers started by a forkserver.
     """
 
-    def __init__(self, min_side: int | None, source: LocalFiles | None = None) -> None:
-        self.min_side, self.source = min_side, source or LocalFiles()  # where the bytes come from
+    def __init__(self, min_side: int | None, reader: LocalFiles | None = None) -> None:
+        self.min_side, self.reader = min_side, reader or LocalFiles()  # where the bytes come from
         self.__name__ = "image_loader"  # Checked names its wrapper after the loader
 
     def read_bytes(self, path: str) -> bytes:
-        return self.source.read_bytes(path)
+        return self.reader.read_bytes(path)
 
     def __call__(self, path: str) -> Image.Image:
         return open_rgb(self.read_bytes(path), self.min_side)

@@ -184,5 +184,5 @@ def packed_loader(loader: Any) -> PackedFiles | None:
     """The packed split's reader behind a dataset's loader (``Checked`` wraps it, ``ImageFiles`` reads through it);
     None for a folder's."""
     inner = getattr(loader, "loader", loader)
-    inner = getattr(inner, "source", inner)
+    inner = getattr(inner, "reader", inner)
     return inner if isinstance(inner, PackedFiles) else None
