@@ -86,6 +86,17 @@ def test_startup_quick(tmp_path: Path) -> None:
     assert len(starts) == 2 and all(rows[0][key] > 0 for key in starts) and rows[0]["scan_s"] >= 0, rows[0]
 
 
+def test_large_photos_quick(tmp_path: Path) -> None:
+    """Photos made from matplotlib's sample picture: the decode rates, small files, the generated cache fill."""
+    report = run_benchmark("large_photos.py", tmp_path / "photos.json")
+    assert isinstance(report, dict)
+    rates = report["photos_per_second"]
+    assert {"pillow full decode", "reduced-scale decode", "before: pillow", "after: contract"} <= set(rates)
+    assert all(value > 0 for value in rates.values())
+    assert len(report["small_files_per_second"]) == 4
+    assert report["cache_fill"]["before"]["images"] == report["cache_fill"]["after"]["images"] == 2
+
+
 def test_gloo_exit_race_quick(tmp_path: Path) -> None:
     """PyTorch's exit race (core/distributed.py, end_process): a rank that ends with os._exit never aborts; the
     plain exit aborts in most runs (22 of 30 on a busy 2-core EPYC), so one run of it may go either way."""
