@@ -42,6 +42,11 @@ MAGIC = b"TSCACHE1"  # the file's last 8 bytes; the 8 before them: the header's 
 FREE_SHARE = 0.5  # of the cache folder's free space, at most: a cache must never fill the disk
 
 
+def versions() -> str:
+    """The cache format and decode contract, in each file's name: ``drop_stale`` knows a file no start will read."""
+    return f"v{CACHE_FORMAT}.{DECODE_VERSION}"
+
+
 def cache_folder(setting: str, report: bool = True) -> Path | None:
     """``auto``: ``$XDG_CACHE_HOME/<package>`` (``~/.cache/<package>``); ``none``: nothing kept on disk."""
     if setting == "none":
@@ -84,7 +89,11 @@ class CacheKey:
 
     def file_name(self) -> str:
         fields = hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:12]
-        return f"{folder_key(Path(self.root))}-{self.kind}-{self.files[:12]}-{fields}.bin"
+        return f"{self.prefix()}{versions()}-{self.files[:12]}-{fields}.bin"
+
+    def prefix(self) -> str:
+        """What every cache of this split and kind is named from: the folder, then the kind."""
+        return f"{folder_key(Path(self.root))}-{self.kind}-"
 
 
 class MappedBlock:
@@ -178,10 +187,12 @@ def exclusive(path: Path, report: bool) -> Iterator[None]:
 
 
 def drop_stale(folder: Path, key: CacheKey) -> None:
-    """Remove this folder's caches of earlier files (another digest) that no process maps; other sizes stay."""
-    prefix = f"{folder_key(Path(key.root))}-{key.kind}-"
+    """Remove this split's caches that no process maps and none will read again: of earlier files (another
+    digest), or of another cache format or decode contract (a template update: they would fill the disk); other
+    sizes stay."""
+    prefix = key.prefix()
     for path in folder.glob(f"{prefix}*.bin"):
-        if path.name.removeprefix(prefix).startswith(key.files[:12]):
+        if path.name.removeprefix(prefix).startswith(f"{versions()}-{key.files[:12]}"):
             continue
         with contextlib.suppress(OSError), open(path, "rb") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while any process maps it (LOCK_SH)
