@@ -32,7 +32,6 @@ import importlib.util
 import io
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import matplotlib.cbook
 import numpy as np
 import torch
 from PIL import Image
+from startup import cpu_name  # a sibling script: benchmarks/ is on the path of a script run from it
 from torchvision.datasets.folder import default_loader
 from torchvision.transforms.v2 import functional as TF
 
@@ -181,15 +181,6 @@ def fill_seconds(project: Path, package: str, root: Path) -> dict[str, float]:
     if run.returncode != 0:
         raise SystemExit(f"the cache fill failed in {project}:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def cpu_name() -> str:
-    try:
-        run = subprocess.run(["lscpu"], capture_output=True, text=True)
-        names = [line.split(":", 1)[1].strip() for line in run.stdout.splitlines() if line.startswith("Model name")]
-        return names[0] if names else platform.processor()
-    except OSError:
-        return platform.processor()
 
 
 def main() -> None:
