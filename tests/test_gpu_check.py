@@ -163,6 +163,16 @@ def test_the_environment_holds_the_systems_cuda_torch() -> None:
     assert check.torch_of() == (torch.__version__, torch.version.cuda)  # read without importing
 
 
+def test_the_tables_first_line_names_the_driver(tmp_path: Path) -> None:
+    check = load("check")
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n")
+    assert check.driver_version(version) == "550.54.15"
+    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build\n")
+    assert check.driver_version(version) == "570.86.15"
+    assert check.driver_version(tmp_path / "missing") is None
+
+
 def gone(pid: int) -> bool:
     """Whether a process has exited (a zombie that init has yet to reap counts as exited)."""
     status = Path(f"/proc/{pid}/status")

@@ -177,6 +177,12 @@ def probe(python: Path | str, shell: Shell, nvjpeg: bool = False) -> dict:
     return json.loads(lines[-1])
 
 
+def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
+    """The loaded NVIDIA driver's version (its kernel module's), for the table's first line; None where unknown."""
+    found = re.search(r"Kernel Module(?: for \w+)?\s+(\d+(?:\.\d+)+)", path.read_text()) if path.exists() else None
+    return found.group(1) if found else None
+
+
 def driver_refusal(has_driver: bool) -> str | None:
     """Why the check cannot run here, decided in milliseconds (nothing imported or installed); None to go on."""
     if not has_driver:
@@ -257,7 +263,9 @@ def environment(check: Check, row: Row) -> None:
             return
     if not check.shell.dry:
         see_this_pythons_packages(check.python)
-        constraints.write_text(constraints_for(system_torch, installed_version("torchvision")))
+        # The distributions' own versions, which pip compares (torch.__version__ may carry a local label they lack).
+        held = (installed_version("torch"), system_torch[1])
+        constraints.write_text(constraints_for(held, installed_version("torchvision")))
     codes = []
     if system_torch[1] is None:  # no CUDA torch in this Python: constraints.txt's, into the venv (several GB)
         codes.append(check.pip("--ignore-installed", "-c", str(constraints), "torch", "torchvision"))
@@ -312,8 +320,10 @@ def project(check: Check, row: Row) -> None:
     # Every extra: the dev extra names them all (ONNX export, Optuna sweeps, TorchCodec...), and pytest-xdist.
     codes.append(check.pip("-c", str(VENV / "constraints.txt"), "-e", f"{PROJECT}[dev]", limit_key="project"))
     facts = {} if check.shell.dry or any(codes) else probe(check.python, check.shell, nvjpeg=True)
-    nvjpeg = facts.get("nvjpeg_failure")
-    decodes = "nvJPEG decodes on cuda:0" if facts and nvjpeg is None else (nvjpeg or "nvJPEG not probed")
+    if "nvjpeg_failure" not in facts:  # nothing installed, or no GPU to decode on
+        decodes = f"nvJPEG not probed{': ' + facts['refused'] if facts.get('refused') else ''}"
+    else:
+        decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
     row.status = "ok" if not any(codes) else "FAILED"
     row.detail = f"{made}, installed with every extra; {decodes}"
 
@@ -381,19 +391,13 @@ def ddp_job(check: Check, row: Row) -> None:
         code = check.shell.run([check.python, "-m", PACKAGE, "sample-data", data], cwd=PROJECT, limit=HANG_S["ddp"])
         torchrun = [check.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
         settings = [f"data.root={data}", "train.epochs=2", f"train.out_dir={out}", "train.progress=false"]
-        settings.append("train.parallel=ddp")  # what this step is for: fail rather than fall back to anything else
-        train = [
-            "-m",
-            PACKAGE,
-            "train",
-            "--config",
-            "configs/default.yaml",
-            *[a for s in settings for a in ("--set", s)],
-        ]
-        code = code or check.shell.run([*torchrun, *train], cwd=PROJECT, limit=HANG_S["ddp"])
-        rows = (
-            [] if check.shell.dry or code else [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-        )
+        settings += ["train.device=cuda", "train.parallel=ddp"]  # what this step is for: fail, never fall back
+        command = ["-m", PACKAGE, "train", "--config", "configs/default.yaml"]
+        command += [word for setting in settings for word in ("--set", setting)]
+        cache = {"XDG_CACHE_HOME": tmp}  # the run's file index and decoded images go with the folder
+        code = code or check.shell.run([*torchrun, *command], cwd=PROJECT, env=cache, limit=HANG_S["ddp"])
+        metrics = out / "metrics.jsonl"
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     if check.shell.dry:
         row.status = "ok"
     elif code or len(rows) != 2:
@@ -408,7 +412,8 @@ def benchmark(check: Check, row: Row) -> None:
     report = OUT / "bench.json"
     report.unlink(missing_ok=True)
     bench = [check.python, REPO / "benchmarks" / "throughput.py", "--check", "--project", PROJECT, "--out", report]
-    code = check.shell.run(bench, limit=HANG_S["benchmark"])
+    with tempfile.TemporaryDirectory(prefix="gpu-check-bench-") as cache:  # its runs' caches, gone after it
+        code = check.shell.run(bench, env={"XDG_CACHE_HOME": cache}, limit=HANG_S["benchmark"])
     cases = json.loads(report.read_text()) if report.exists() else []
     row.status = "ok" if code == 0 and cases else "FAILED"
     row.detail = f"{len(cases)} cases" if cases else f"exit status {code}"
@@ -430,9 +435,8 @@ def table(rows: list[Row], facts: dict) -> str:
     red = [row.step for row in rows if row.red]
     verdict = "PASSED" if not red else f"FAILED ({', '.join(red)})"
     verdict = "DRY RUN, nothing ran" if any(row.status == "dry run" for row in rows) else verdict
-    head = (
-        f"gpu-check: {verdict}; {facts.get('gpus', 0)} x {names}, torch {facts.get('torch')}, CUDA {facts.get('cuda')}"
-    )
+    machine = f"{facts.get('gpus', 0)} x {names}, driver {driver_version()}"
+    head = f"gpu-check: {verdict}; {machine}, torch {facts.get('torch')} (CUDA {facts.get('cuda')})"
     lines = [("step", "result", "seconds", "detail")]
     for row in rows:
         lines.append((row.step, row.status, f"{row.seconds:.1f}", row.detail))
