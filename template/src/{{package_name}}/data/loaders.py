@@ -22,6 +22,7 @@ from ..core.config import Config
 from ..core.distributed import World
 from ..core.machine import cores_per_process
 from ..core.seeding import SeededSamples
+from .gpu_decode import EncodedImages
 from .pipeline import keep_batch, on_batch_path
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 
@@ -123,6 +124,33 @@ def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> S
     return ResumableSampler(dataset, cfg.train.seed, world, weights)  # type: ignore[arg-type]
 
 
+class HostBytes(tuple):
+    """A batch of ``gpu_decode.EncodedImages``: the files' bytes, their lengths, the labels.
+
+    On CUDA the DataLoader pins each batch, so that its copy to the GPU can be
+    asynchronous. TorchCodec parses these bytes on the host (only the pixels
+    are made on the GPU), so pinning them would copy megabytes a batch into
+    page-locked memory for nothing: ``pin_memory`` (which the DataLoader calls
+    instead of pinning every tensor) pins the labels alone, the one part copied.
+    """
+
+    def pin_memory(self, device: Any = None) -> HostBytes:
+        *host, labels = self
+        return HostBytes((*host, labels.pin_memory()))
+
+
+def keep_host_bytes(batch: tuple[torch.Tensor, ...]) -> HostBytes:
+    """The collate_fn for ``EncodedImages``, whose batches come stacked already (as ``pipeline.keep_batch``)."""
+    return HostBytes(batch)
+
+
+def collate_for(dataset: Dataset, squares: bool) -> Any:
+    """How a loader's batches are put together: as they come, for the batch path; torch's default otherwise."""
+    if isinstance(dataset, EncodedImages):
+        return keep_host_bytes  # bytes for nvJPEG: only their labels are pinned
+    return keep_batch if squares else None
+
+
 def build_loader(
     dataset: Dataset,
     cfg: Config,
@@ -145,10 +173,10 @@ def build_loader(
     return DataLoader(
         SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
         batch_size=cfg.data.batch_size,
-        collate_fn=keep_batch if squares else None,
+        collate_fn=collate_for(dataset, squares),
         sampler=sampler,
         num_workers=workers,
-        pin_memory=device.type == "cuda",
+        pin_memory=device.type == "cuda",  # page-locked batches: asynchronous copies (labels only for HostBytes)
         persistent_workers=persistent and workers > 0,
         drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
         worker_init_fn=functools.partial(start_worker, os.getpid()),
