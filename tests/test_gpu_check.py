@@ -100,6 +100,8 @@ def dry_run(tmp_path: Path, gpus: int, *, carried: bool, python: str = "python3"
     root = tmp_path / ("carried" if carried else "bare")
     shutil.copytree(GPU_TOOLS, root / "tests" / "gpu", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "constraints.txt", root / "constraints.txt")
+    (root / "template").mkdir()
+    shutil.copy(REPO / "template" / "pyproject.toml.jinja", root / "template" / "pyproject.toml.jinja")
     if carried:
         (root / ".gpu-project").mkdir()
         (root / ".wheels").mkdir()
@@ -135,7 +137,8 @@ def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
                                 "copier") for command in run), run  # fmt: skip
     assert any("--ignore-installed" in command and command.endswith("torch torchvision") for command in run)
     assert any(command.endswith("--no-deps torchcodec==0.17.0") for command in run), run
-    assert any("-e '.gpu-project[dev]'" in command for command in run), run  # every extra
+    extras = "plots,onnx,tensorboard,mlflow,sweep,decode,shards"  # every optional-dependency group but dev
+    assert any(f"-e '.gpu-project[{extras}]'" in command for command in run), run
     suites = [command for command in run if "-m pytest" in command]
     assert len(suites) == 2 and all("TORCH_SCAFFOLD_GPU_CHECK=1" in command for command in suites), suites
     assert not any("torch.distributed.run" in command for command in run)
@@ -161,6 +164,14 @@ def test_the_environment_holds_the_systems_cuda_torch() -> None:
     assert check.torchcodec_request(("2.14.1+cu130", "13.0")) == "torchcodec==0.17.0"
     assert check.torchcodec_request(("2.9.0+cu128", "12.8")) == "torchcodec"  # that torch's release: unknown here
     assert check.torch_of() == (torch.__version__, torch.version.cuda)  # read without importing
+
+
+def test_the_project_is_installed_with_every_extra() -> None:
+    """Each optional-dependency group by name: the ones the generated dev extra gathers, no fewer."""
+    check = load("check")
+    pyproject = (REPO / "template" / "pyproject.toml.jinja").read_text()
+    dev = re.search(r'^dev = \["\{\{ project_slug \}\}\[([a-z,]+)\]"', pyproject, re.MULTILINE)
+    assert dev and check.extras_of(pyproject) == dev.group(1).split(","), check.extras_of(pyproject)
 
 
 def test_the_tables_first_line_names_the_driver(tmp_path: Path) -> None:

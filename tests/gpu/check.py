@@ -222,6 +222,7 @@ class Check:
     rows: list[Row] = field(default_factory=list)
     python: Path = VENV / "bin" / "python"
     fatal: str | None = None  # set by a step after which nothing else can run (no environment, no project)
+    codec_installed: bool = True  # TorchCodec: without it the decode extra is left out (its tests then fail)
 
     def pip(self, *args: str, limit_key: str = "environment") -> int:
         """pip install into the environment: its own pip, or this Python's (``--python``) where it has none."""
@@ -283,6 +284,7 @@ def environment(check: Check, row: Row) -> None:
         request = torchcodec_request(system_torch)
         codec_code = check.pip("--no-deps", *(["--index-url", index] if index else []), request)
         codec = f"{request} from {index or 'the registry'}"
+    check.codec_installed = codec_code == 0
     codec += "" if codec_code == 0 else " FAILED (the nvJPEG tests will fail)"
     used = f"system torch {system_torch[0]}" if system_torch[1] else "torch from the registry"
     row.status = "ok" if not any([*codes, codec_code]) else "FAILED"
@@ -317,15 +319,33 @@ def project(check: Check, row: Row) -> None:
         check.fatal = row.detail = f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
         row.status = "FAILED"
         return
-    # Every extra: the dev extra names them all (ONNX export, Optuna sweeps, TorchCodec...), and pytest-xdist.
-    codes.append(check.pip("-c", str(VENV / "constraints.txt"), "-e", f"{PROJECT}[dev]", limit_key="project"))
+    # Every extra by name (ONNX export, Optuna sweeps, TorchCodec...): one that cannot install fails the step,
+    # the others still install. TorchCodec's is the environment's: where it failed there, pip would fail here.
+    extras = [name for name in extras_of(project_pyproject()) if check.codec_installed or name != "decode"]
+    codes.append(
+        check.pip("-c", str(VENV / "constraints.txt"), "-e", f"{PROJECT}[{','.join(extras)}]", limit_key="project")
+    )
     facts = {} if check.shell.dry or any(codes) else probe(check.python, check.shell, nvjpeg=True)
     if "nvjpeg_failure" not in facts:  # nothing installed, or no GPU to decode on
         decodes = f"nvJPEG not probed{': ' + facts['refused'] if facts.get('refused') else ''}"
     else:
         decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
-    row.status = "ok" if not any(codes) else "FAILED"
-    row.detail = f"{made}, installed with every extra; {decodes}"
+    row.status = "ok" if not any(codes) and check.codec_installed else "FAILED"
+    row.detail = f"{made}, installed with {', '.join(extras)}; {decodes}"
+
+
+def project_pyproject() -> str:
+    """The project's pyproject.toml; before it is made (a dry run), the template's, which names the same extras."""
+    for path in (PROJECT / "pyproject.toml", REPO / "template" / "pyproject.toml.jinja"):
+        if path.exists():
+            return path.read_text()
+    return ""
+
+
+def extras_of(pyproject: str) -> list[str]:
+    """The optional-dependency groups a generated pyproject.toml names, but ``dev`` (which only gathers them)."""
+    section = pyproject.split("[project.optional-dependencies]", 1)[-1].split("\n[", 1)[0] if pyproject else ""
+    return [name for name in re.findall(r"^([A-Za-z0-9_-]+)\s*=", section, re.MULTILINE) if name != "dev"]
 
 
 def copier_in(check: Check) -> bool:
