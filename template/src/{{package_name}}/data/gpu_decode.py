@@ -18,7 +18,7 @@ import contextlib
 import functools
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from PIL import Image
@@ -85,6 +85,22 @@ def nvjpeg_reads(data: bytes) -> bool:
         return False  # the CPU decode names what is wrong with it (data.on_bad_file)
 
 
+class EncodedBatch(NamedTuple):
+    """A batch of ``EncodedImages``, as it crosses from a loader worker: bytes for nvJPEG, squares decoded here."""
+
+    flat: torch.Tensor  # the bytes of the files nvJPEG decodes, one after the other
+    lengths: torch.Tensor  # their lengths
+    on_device: torch.Tensor  # bool, a sample: decoded by nvJPEG (True) or here, on the CPU
+    host: torch.Tensor  # uint8 squares of the samples decoded here, in batch order
+    labels: torch.Tensor
+    indices: torch.Tensor  # the samples' indices: a file nvJPEG refuses is named by its path
+
+    def pin_memory(self, device: Any = None) -> EncodedBatch:
+        """What the DataLoader's pin thread calls on CUDA: page-locked memory for what is copied to the GPU (the
+        squares and the labels) alone; the bytes are parsed by TorchCodec on the host, megabytes a batch."""
+        return self._replace(host=self.host.pin_memory(), labels=self.labels.pin_memory())
+
+
 class EncodedImages(SquareImages):
     """A batch as the files' bytes, read in the loader's workers; decoded later on the GPU.
 
@@ -95,7 +111,7 @@ class EncodedImages(SquareImages):
     the CPU, by the contract, and travel as uint8 squares.
     """
 
-    def __getitems__(self, keys: list[tuple[int, int, int]]) -> Batch:  # type: ignore[override]
+    def __getitems__(self, keys: list[tuple[int, int, int]]) -> EncodedBatch:  # type: ignore[override]
         indices = [key[1] for key in keys]
         device_files, host_squares, on_device = [], [], []
         for index in indices:
@@ -110,13 +126,19 @@ class EncodedImages(SquareImages):
         lengths = torch.as_tensor([len(data) for data in device_files], dtype=torch.long)
         host = torch.stack(host_squares) if host_squares else torch.empty(0, 3, self.side, self.side, dtype=torch.uint8)
         mask = torch.as_tensor(on_device, dtype=torch.bool)
-        return flat, lengths, mask, host, self.labels[indices], torch.as_tensor(indices, dtype=torch.long)
+        return EncodedBatch(flat, lengths, mask, host, self.labels[indices], torch.as_tensor(indices, dtype=torch.long))
 
 
 def contract_decode(data: bytes, path: str, side: int) -> torch.Tensor:
     """The CPU's decode of a file's bytes (decode.py); a file it cannot read stops the run naming itself, as
     on the CPU path (``data.on_bad_file: skip`` left such files out at start)."""
     return Checked.guarded(lambda _: decode_tensor(data, side), path)
+
+
+def batch_order(on_device: torch.Tensor) -> torch.Tensor:
+    """Where each sample of the batch stands in [nvJPEG's squares, the CPU's squares]: their order restored."""
+    joined = torch.cat([on_device.nonzero().flatten(), (~on_device).nonzero().flatten()])
+    return torch.argsort(joined)
 
 
 def split_files(flat: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
@@ -155,12 +177,12 @@ class GpuDecoded(Prefetched):
         """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order."""
         flat, lengths, on_device, host, labels, indices = batch
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            squares = torch.empty(len(labels), 3, self.side, self.side, dtype=torch.uint8, device=self.device)
+            parts = []  # nvJPEG's squares, then those decoded on the CPU
             if len(lengths):
-                images = self.decoded(split_files(flat, lengths), indices[on_device])
-                squares[on_device.to(self.device)] = squares_of(images, self.side)
+                parts.append(squares_of(self.decoded(split_files(flat, lengths), indices[on_device]), self.side))
             if len(host):
-                squares[(~on_device).to(self.device)] = host.to(self.device, non_blocking=True)
+                parts.append(host.to(self.device, non_blocking=True))
+            squares = parts[0] if len(parts) == 1 else torch.cat(parts)[batch_order(on_device).to(self.device)]
             return squares, labels.to(self.device, non_blocking=True)
 
     def decoded(self, files: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
