@@ -113,4 +113,4 @@ slurm-test: $(STAMP)
 		status=$$?; cd .. && SLURM_TEST_DIR=$(SLURM_TEST_DIR) bash tests/slurm/stop.sh; exit $$status
 
 clean:
-	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) $(WHEELS) $(SLURM_PROJECT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) $(GPU_PROJECT) .gpu-venv $(WHEELS) $(SLURM_PROJECT) .pytest_cache .ruff_cache
