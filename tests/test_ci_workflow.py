@@ -147,7 +147,7 @@ def conflict_step(project: Path) -> str:
 def test_ci_fails_on_conflict_markers_before_installing_anything(project: Path, tmp_path: Path) -> None:
     """The step's own script, run by bash in a git clone of the project, clean and then with markers."""
     names = [step.get("name", step.get("uses", "")) for step in steps(project)]
-    assert names.index(next(n for n in names if "conflict markers" in n)) < names.index("actions/setup-python@v5")
+    assert names.index(next(n for n in names if "conflict markers" in n)) < names.index("actions/setup-python@v6")
     clone = tmp_path / "clone"
     shutil.copytree(project, clone, ignore=shutil.ignore_patterns(".git"))
     git(clone, "init", "--quiet", "--initial-branch=main")
