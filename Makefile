@@ -58,9 +58,10 @@ test: lint
 # Before each release: a project whose every answer differs from the default (tests/test_other_answers.py), then
 # every row of the answer matrix (tests/test_matrix.py), each with its generated project's whole suite and under
 # 1 GB of temporary files (4 to 5.5 min and 160 MB a project on a 2-core EPYC; 18 projects: 78 min on 2026-11-25).
+# tests/answer_rows.py lists them, as for the CI workflow's jobs (.github/workflows/ci.yml: one job a project).
 test-answers: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -rP -n 1 tests/test_other_answers.py \
-		tests/test_matrix.py -k "whole_suite or every_answer_changed"
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -rP -n 1 \
+		$$($(BIN)/python tests/answer_rows.py --tests)
 
 # Throughput (compute bound, generated trainer, naive loop) and checkpoint cost, printed and in .bench/.
 bench: $(STAMP)
