@@ -41,6 +41,14 @@ def test_workflow_by_default_lints_and_tests_on_cpu(project: Path) -> None:
     assert run.index("ruff check .") < next(i for i, line in enumerate(run) if "pytest" in line)
 
 
+def test_the_readme_gives_the_workflows_cpu_only_install_as_one_line(project: Path) -> None:
+    """A CPU-only machine installs as CI does: PyTorch's CPU wheels, then the project (the README's Install)."""
+    install = (project / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    (line,) = [line for line in install.splitlines() if "download.pytorch.org/whl/cpu" in line]
+    ci = [line for line in commands(project) if "pip install" in line and "--upgrade pip" not in line]
+    assert line.split(" && ") == ci
+
+
 def test_workflow_lint_commands_pass_on_the_generated_project(project: Path) -> None:
     """The Lint step's own commands, run as CI would (ruff from this environment)."""
     lint = [line for line in commands(project) if line.startswith("ruff")]
