@@ -21,10 +21,15 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
-# Generate demo-project/ from this checkout, make the sample data, train on it.
+# Generate demo-project/ as README's "Start a project" does for a user: from the newest release tag (tagged first by
+# `make tags` where this clone has none), or from REF when given (`make demo REF=HEAD`: this checkout, uncommitted
+# changes included), then make the sample data and train on it. The ref it generated from is printed at the end.
+REF ?=
+
 demo: $(STAMP)
+	@test -n "$(REF)" || $(PYTHON) generator/releases.py
 	rm -rf $(DEMO)
-	$(BIN)/copier copy --trust --defaults --quiet --vcs-ref HEAD -d project_name="Demo Project" . $(DEMO)
+	$(BIN)/copier copy --trust --defaults --quiet $(if $(REF),--vcs-ref $(REF)) -d project_name="Demo Project" . $(DEMO)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e $(DEMO)
 	cd $(DEMO) && ../$(BIN)/python -m demo_project sample-data data/sample
 	cd $(DEMO) && ../$(BIN)/python -m demo_project train --config configs/default.yaml
@@ -32,6 +37,9 @@ demo: $(STAMP)
 	@echo "Outputs: $(DEMO)/runs/default (last.pt, best.pt, metrics.jsonl, curves.png, train_batch.png)"
 	@$(BIN)/python -c "import json; r = [json.loads(l) for l in open('$(DEMO)/runs/default/metrics.jsonl')]; \
 		print(f'Final validation accuracy: {100 * r[-1][\"val_acc\"]:.1f}% (best {100 * max(x[\"val_acc\"] for x in r):.1f}%) after {r[-1][\"epoch\"]} epochs')"
+	@$(BIN)/python -c "import yaml; ref = yaml.safe_load(open('$(DEMO)/.copier-answers.yml'))['_commit']; \
+		print(f'Generated from {ref}: ' + ('$(REF), as asked' if '$(REF)' else \
+		'the newest release, what copier copy gives a user (make demo REF=HEAD: this checkout)'))"
 
 # Tag every release the CHANGELOG lists and this clone lacks (generator/releases.py): copier generates from tags.
 tags:
@@ -50,9 +58,10 @@ test: lint
 # Before each release: a project whose every answer differs from the default (tests/test_other_answers.py), then
 # every row of the answer matrix (tests/test_matrix.py), each with its generated project's whole suite and under
 # 1 GB of temporary files (4 to 5.5 min and 160 MB a project on a 2-core EPYC; 18 projects: 78 min on 2026-11-25).
+# tests/answer_rows.py lists them, as for the CI workflow's jobs (.github/workflows/ci.yml: one job a project).
 test-answers: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -rP -n 1 tests/test_other_answers.py \
-		tests/test_matrix.py -k "whole_suite or every_answer_changed"
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m slow -rP -n 1 \
+		$$($(BIN)/python tests/answer_rows.py --tests)
 
 # Throughput (compute bound, generated trainer, naive loop) and checkpoint cost, printed and in .bench/.
 bench: $(STAMP)
