@@ -103,14 +103,9 @@ def refuse_bomb(header: Header) -> None:
 
 def reduces(header: Header | None, min_side: int | None) -> bool:
     """Whether libjpeg can decode at 1/2 or less and keep the shorter side at ``min_side`` (``draft``'s rule)."""
-    return (
-        bool(min_side)
-        and header is not None
-        and header.format == "JPEG"
-        and (
-            min(header.width, header.height) >= 2 * min_side  # type: ignore[operator]
-        )
-    )
+    if not min_side or header is None or header.format != "JPEG":
+        return False
+    return min(header.width, header.height) >= 2 * min_side
 
 
 def rgb(image: Image.Image) -> Image.Image:
