@@ -110,7 +110,7 @@ LAYOUT_NAMES = {torch.contiguous_format: "contiguous", torch.channels_last: "cha
 
 
 def compute_settings(
-    decide: Any, device: torch.device, every: bool = False
+    decide: Any, device: torch.device, every: bool = False, compile_too: bool = True
 ) -> list[tuple[str, torch.memory_format, bool]]:
     """(precision, layout, compiled) to time: what the trainer's ``auto`` picks here, compiled or not on CUDA.
 
@@ -118,9 +118,11 @@ def compute_settings(
     make the choice, as they do for a run. A setting auto never picks here is left out with one printed line:
     emulated bf16 on a CPU without native bf16 math trained resnet18 at 0.8 images/s, five minutes a window.
     ``every``: the whole grid (the CPU's fp32/bf16 x layouts; on CUDA bf16/fp16 x layouts x compiled).
+    ``compile_too``: on CUDA, also compiled (``--check`` compiles one model alone: ``compiles``).
     """
     cuda = device.type == "cuda"
-    precisions, compiled = (("bf16", "fp16"), (False, True)) if cuda else (("fp32", "bf16"), (False,))
+    compiling = (False, True) if compile_too else (False,)
+    precisions, compiled = (("bf16", "fp16"), compiling) if cuda else (("fp32", "bf16"), (False,))
     grid = [(p, layout, c) for p in precisions for layout in LAYOUT_NAMES for c in compiled]
     if every:
         return grid
@@ -144,18 +146,25 @@ def synchronize(device: torch.device | None) -> None:
 
 
 def compute_bound(
-    package: str, cfg: Any, classes: int, steps: int, device: torch.device, every: bool = False
+    package: str,
+    cfg: Any,
+    classes: int,
+    steps: int,
+    device: torch.device,
+    every: bool = False,
+    compile_too: bool = True,
 ) -> tuple[float, str]:
     """(a): on tensors already on the device, the fastest of the settings ``compute_settings`` gives.
 
     Each setting is timed over one window; the fastest is then timed over ``ROUNDS`` more.
     """
     model_module = importlib.import_module(f"{package}.models.classifier")
-    settings = compute_settings(importlib.import_module(f"{package}.core.device"), device, every)
+    settings = compute_settings(importlib.import_module(f"{package}.core.device"), device, every, compile_too)
     batch, size = cfg.data.batch_size, cfg.data.image_size
     images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, device=device)
     targets = torch.randint(0, classes, (batch,), device=device)
     best: tuple[float, str, Callable[[], None] | None, bool] = (0.0, "", None, False)
+    compiled_after_best = False  # a compiled setting timed after the best one reset dynamo: its graphs are gone
     for precision, layout, compiled in settings:
         torch.manual_seed(0)
         model = (
@@ -175,13 +184,14 @@ def compute_bound(
         rate = batch / timed_steps(step, 3 if compiled else 2, steps, 1, device)
         name = f"{precision}, {LAYOUT_NAMES[layout]}{', compiled' if compiled else ''}"
         print(f"    (a) {name}: {rate:.1f} img/s", flush=True)
+        compiled_after_best = compiled_after_best or compiled
         if rate > best[0]:
-            best = (rate, name, step, compiled)
+            best, compiled_after_best = (rate, name, step, compiled), False
     rate, name, step, compiled = best
     assert step is not None
-    if compiled:  # a later setting's reset dropped its graphs: compiled again, outside the windows
+    if compiled and compiled_after_best:  # a later setting's reset dropped its graphs: compiled again, untimed
         torch._dynamo.reset()
-    rate = max(rate, batch / timed_steps(step, 3 if compiled else 0, steps, ROUNDS, device))
+    rate = max(rate, batch / timed_steps(step, 3 if compiled and compiled_after_best else 0, steps, ROUNDS, device))
     print(f"    (a) {name}, best of {ROUNDS + 1} windows: {rate:.1f} img/s", flush=True)
     return rate, name
 
@@ -420,6 +430,38 @@ def forced_path(package: str, path: str, setattr_: Callable[[object, str, object
     return None
 
 
+# --check (make gpu-check) compiles one model alone: each compile takes a minute or so, and the check has 10.
+COMPILED_IN_CHECK = ("resnet18", 224)
+
+
+def compiles(model_name: str, size: int, check: bool) -> bool:
+    """Whether (a) also times the compiled model on CUDA: always, except in ``--check``, for one model alone."""
+    return not check or (model_name, size) == COMPILED_IN_CHECK
+
+
+def trainer_config(
+    package: str, project_dir: Path, root: Path, model_name: str, size: int, out: Path, path: str, device: torch.device
+) -> Any:
+    """(b)'s config: the project's default.yaml with the case's model, size and data path, on one device as (a)
+    and (c) are: ``train.parallel=none``, since on a machine with several GPUs auto would take DataParallel."""
+    config = importlib.import_module(f"{package}.core.config")
+    batch = [f"data.batch_size={CUDA_BATCH[(model_name, size)]}"] if (model_name, size) in CUDA_BATCH else []
+    return config.load_config(
+        project_dir / "configs" / "default.yaml",
+        [
+            f"data.root={root}",
+            f"model.name={model_name}",  # the copier answers' defaults, for a project generated with others
+            f"data.image_size={size}",
+            f"train.epochs={ROUNDS + 1}",  # the first epoch warms up; the fastest of the others counts
+            f"train.out_dir={out}",
+            "train.progress=false",
+            "train.parallel=none",  # like with like: one device in every column
+            *(batch if device.type == "cuda" else []),
+            *PATHS[path],
+        ],
+    )
+
+
 def measure(
     model_name: str,
     size: int,
@@ -431,9 +473,10 @@ def measure(
     every: bool = False,
     path: str = "auto",
     known: dict[tuple[str, int], tuple[float, str]] | None = None,
-    naive: bool = True,
+    check: bool = False,
 ) -> dict[str, Any] | None:
-    """One row; ``known`` keeps each model's (a), which a forced path's row shares with its ``auto`` row."""
+    """One row; ``known`` keeps each model's (a), which a forced path's row shares with its ``auto`` row.
+    ``check``: make gpu-check's row: no (c), and (a) compiled for ``COMPILED_IN_CHECK`` alone."""
     package = generated_project(model_name, size, tmp, project)
     data_root = tmp / f"data_{model_name}_{size}"
     if device.type == "cuda":  # JPEG files, as image data sets mostly are
@@ -442,24 +485,11 @@ def measure(
     else:
         sample = importlib.import_module(f"{package}.data.sample_data")
         root, kind = sample.write_sample_data(data_root, per_class, 4, image_size=size), "PNG"
-    config = importlib.import_module(f"{package}.core.config")
     project_dir = project if project is not None else tmp / package
     classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
     images = classes * per_class
-    batch = [f"data.batch_size={CUDA_BATCH[(model_name, size)]}"] if (model_name, size) in CUDA_BATCH else []
-    cfg = config.load_config(
-        project_dir / "configs" / "default.yaml",
-        [
-            f"data.root={root}",
-            f"model.name={model_name}",  # the copier answers' defaults, for a project generated with others
-            f"data.image_size={size}",
-            f"train.epochs={ROUNDS + 1}",  # the first epoch warms up; the fastest of the others counts
-            f"train.out_dir={tmp / ('run_' + model_name + '_' + str(size) + '_' + path)}",
-            "train.progress=false",
-            *(batch if device.type == "cuda" else []),
-            *PATHS[path],
-        ],
-    )
+    out = tmp / f"run_{model_name}_{size}_{path}"
+    cfg = trainer_config(package, project_dir, root, model_name, size, out, path, device)
     if device.type == "cuda":
         steps = max(1, images // cfg.data.batch_size)  # a window: one epoch's steps, as (b) and (c) are timed
     name = model_name if path == "auto" else f"{model_name} ({path})"
@@ -471,7 +501,8 @@ def measure(
             print(f"    skipped: {why_not}", flush=True)
             return None
         if (model_name, size) not in known:
-            known[(model_name, size)] = compute_bound(package, cfg, classes, steps, device, every)
+            compile_too = compiles(model_name, size, check)
+            known[(model_name, size)] = compute_bound(package, cfg, classes, steps, device, every, compile_too)
         a, best = known[(model_name, size)]
         b, epoch_seconds, utilisation, syncs = generated_trainer(package, cfg, device)
         share = loading_seconds(package, cfg, device) / epoch_seconds
@@ -482,7 +513,7 @@ def measure(
         f"host syncs a step {per_step}",
         flush=True,
     )
-    c = naive_loop(root, cfg, classes, model_name, package, device) if naive and path == "auto" else None
+    c = naive_loop(root, cfg, classes, model_name, package, device) if not check and path == "auto" else None
     if c is not None:
         print(f"    (c) naive loop: {c:.1f} img/s", flush=True)
     return {
@@ -557,7 +588,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer images and steps, for a smoke test")
-    parser.add_argument("--check", action="store_true", help="make gpu-check's sizes: half the images, no (c)")
+    parser.add_argument(
+        "--check", action="store_true", help="make gpu-check's: half the images, no (c), one model compiled"
+    )
     parser.add_argument("--table", type=Path, help="print the table of a past run's FILE.json, measure nothing")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "throughput.json")
     parser.add_argument("--project", type=Path, help="a project generated beforehand (make gpu-project): no copier")
@@ -594,7 +627,7 @@ def main() -> None:
                 args.all_settings,
                 path,
                 known,
-                naive=not args.check,
+                check=args.check,
             )
             for model, size, per_class, steps, path in cases(device, args.quick, args.check)
             if not args.only or model in args.only

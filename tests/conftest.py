@@ -31,6 +31,19 @@ DEFAULT_ANSWERS = {"project_name": "X", "project_slug": "x", "package_name": "x_
 # loaded machine makes runs slower, never this slow (a generated project's whole suite took 8 min on a busy
 # 2-core machine). Never a speed target: no test fails because the machine is busy.
 HANG_S = 3600
+# Set by make gpu-check (tests/gpu/check.py): there a GPU test that skips has checked nothing, so it fails.
+GPU_CHECK = os.environ.get("TORCH_SCAFFOLD_GPU_CHECK") == "1"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
+    """Under ``TORCH_SCAFFOLD_GPU_CHECK=1`` a ``gpu`` test that skips (no CUDA, say) fails, naming why it skipped."""
+    report = yield
+    if GPU_CHECK and report.skipped and item.get_closest_marker("gpu") and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under TORCH_SCAFFOLD_GPU_CHECK=1, where a skip has checked nothing: {reason}"
+    return report
 
 
 @pytest.fixture(scope="session", autouse=True)

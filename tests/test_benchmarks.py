@@ -7,6 +7,7 @@ rows it promises, with positive rates and accuracies in [0, 1].
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -99,6 +100,17 @@ def test_startup_quick(tmp_path: Path) -> None:
     assert len(starts) == 2 and all(rows[0][key] > 0 for key in starts) and rows[0]["scan_s"] >= 0, rows[0]
 
 
+def test_large_photos_quick(tmp_path: Path) -> None:
+    """Photos made from matplotlib's sample picture: the decode rates, small files, the generated cache fill."""
+    report = run_benchmark("large_photos.py", tmp_path / "photos.json")
+    assert isinstance(report, dict)
+    rates = report["photos_per_second"]
+    assert {"pillow full decode", "reduced-scale decode", "before: pillow", "after: contract"} <= set(rates)
+    assert all(value > 0 for value in rates.values())
+    assert len(report["small_files_per_second"]) == 4
+    assert report["cache_fill"]["before"]["images"] == report["cache_fill"]["after"]["images"] == 2
+
+
 def test_gloo_exit_race_quick(tmp_path: Path) -> None:
     """PyTorch's exit race (core/distributed.py, end_process): a rank that ends with os._exit never aborts; the
     plain exit aborts in most runs (22 of 30 on a busy 2-core EPYC), so one run of it may go either way."""
@@ -154,7 +166,7 @@ def test_throughput_resets_dynamo_before_each_compiled_setting(
     throughput = load_throughput()
     events: list[str] = []
     grid = [("fp32", layout, True) for layout in throughput.LAYOUT_NAMES]
-    monkeypatch.setattr(throughput, "compute_settings", lambda decide, device, every=False: grid)
+    monkeypatch.setattr(throughput, "compute_settings", lambda decide, device, every=False, compile_too=True: grid)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: events.append("reset"))
     monkeypatch.setattr(torch, "compile", lambda model: events.append("compile") or model)
     monkeypatch.setattr(throughput, "timed_steps", lambda step, warmup, steps, rounds=1, device=None: 1.0)
@@ -163,3 +175,53 @@ def test_throughput_resets_dynamo_before_each_compiled_setting(
     cfg = config.load_config(None, overrides)
     throughput.compute_bound("x_pkg", cfg, 4, 1, torch.device("cpu"))
     assert events == ["reset", "compile", "reset", "compile", "reset"]
+
+
+@pytest.fixture
+def eight_gpus(monkeypatch: pytest.MonkeyPatch) -> torch.device:
+    """A pretend machine with 8 GPUs of compute capability 9.0; its first GPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    return torch.device("cuda", 0)
+
+
+def test_throughputs_trainer_column_trains_on_one_gpu_of_many(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, eight_gpus: torch.device
+) -> None:
+    """Like with like: (a) and (c) time one GPU, so (b) trains on one, where auto would spread it over all 8."""
+    monkeypatch.syspath_prepend(str(project / "src"))
+    throughput = load_throughput()
+    distributed = importlib.import_module("x_pkg.core.distributed")
+    for model, size in throughput.CUDA_BATCH:
+        cfg = throughput.trainer_config("x_pkg", project, tmp_path, model, size, tmp_path / "run", "auto", eight_gpus)
+        assert cfg.data.batch_size == throughput.CUDA_BATCH[(model, size)]
+        assert distributed.data_parallel_ids(eight_gpus, cfg.train, cfg.data.batch_size) == [], (model, size)
+        auto = dataclasses.replace(cfg.train, parallel="auto")  # what the project's default would have done
+        assert distributed.data_parallel_ids(eight_gpus, auto, cfg.data.batch_size) == list(range(8))
+
+
+def test_throughputs_check_compiles_one_model_once(
+    project: Path, monkeypatch: pytest.MonkeyPatch, eight_gpus: torch.device
+) -> None:
+    """make gpu-check's cases: one model is timed compiled (up to 8 inductor compiles across 4 models before), and
+    the compiled setting, timed last, is not compiled a second time."""
+    monkeypatch.syspath_prepend(str(project / "src"))
+    throughput = load_throughput()
+    device = importlib.import_module("x_pkg.core.device")
+    cases = throughput.cases(eight_gpus, quick=False, check=True)
+    assert {(model, size) for model, size, *_ in cases if throughput.compiles(model, size, True)} == {("resnet18", 224)}
+    assert all(throughput.compiles(model, size, False) for model, size, *_ in cases)  # make gpu-bench: every one
+    assert [c for *_, c in throughput.compute_settings(device, eight_gpus, compile_too=False)] == [False]
+    assert [c for *_, c in throughput.compute_settings(device, eight_gpus, compile_too=True)] == [False, True]
+    events: list[str] = []
+    grid = [("fp32", torch.channels_last, False), ("fp32", torch.channels_last, True)]
+    monkeypatch.setattr(throughput, "compute_settings", lambda decide, device, every=False, compile_too=True: grid)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: events.append("reset"))
+    monkeypatch.setattr(torch, "compile", lambda model: events.append("compile") or model)
+    rates = iter([2.0, 1.0, 1.0])  # seconds a step: the compiled setting is the faster
+    monkeypatch.setattr(throughput, "timed_steps", lambda step, warmup, steps, rounds=1, device=None: next(rates))
+    overrides = ["model.name=simple_cnn", "data.image_size=16", "data.batch_size=2", "model.widths=[4,8]"]
+    cfg = importlib.import_module("x_pkg.core.config").load_config(None, overrides)
+    _, best = throughput.compute_bound("x_pkg", cfg, 4, 1, torch.device("cpu"))
+    assert best == "fp32, channels_last, compiled" and events == ["reset", "compile"]

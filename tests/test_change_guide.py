@@ -232,22 +232,46 @@ def test_a_new_logger_keeps_its_own_run_across_a_resume(changed: tuple[Path, Pat
     assert state["tracker_run_ids"] == {"ours": "ours-1"}
 
 
-def test_a_new_checkpoint_field_is_saved_and_the_schema_test_agrees(changed: tuple[Path, Path, str]) -> None:
+# The changed project's own tests that two rows rely on: the checkpoint's key table, and the config's tests.
+SCHEMA_TEST = "tests/test_checkpoint.py::test_a_run_checkpoint_holds_exactly_the_keys_run_state_lists"
+CONFIG_TESTS = "tests/test_config.py"
+
+
+@pytest.fixture(scope="module")
+def own_tests(changed: tuple[Path, Path, str]) -> list[str]:
+    """Both in one pytest process (one torch import instead of two); each test's "OUTCOME node id" line."""
+    project, _, _ = changed
+    done = run_in(project, sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", SCHEMA_TEST,
+                  CONFIG_TESTS)  # fmt: skip
+    lines = [line.split(" - ")[0] for line in done.stdout.splitlines()]
+    outcomes = [line for line in lines if line.split(" ", 1)[0] in ("PASSED", "FAILED", "ERROR", "SKIPPED")]
+    assert outcomes, done.stdout[-3000:] + done.stderr[-3000:]
+    return outcomes
+
+
+def passed(outcomes: list[str], tests: str) -> bool:
+    """Every test of ``tests`` (a node id or a file) passed, and there was one."""
+    mine = [line for line in outcomes if line.split(" ", 1)[1].startswith(tests)]
+    return bool(mine) and all(line.startswith("PASSED ") for line in mine)
+
+
+def test_a_new_checkpoint_field_is_saved_and_the_schema_test_agrees(
+    changed: tuple[Path, Path, str], own_tests: list[str]
+) -> None:
     project, _, _ = changed
     state = torch.load(project / "runs" / "ours" / "last.pt", map_location="cpu", weights_only=True)
     assert state["ours"] == 42
-    test = "tests/test_checkpoint.py::test_a_run_checkpoint_holds_exactly_the_keys_run_state_lists"
-    check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test))
+    assert passed(own_tests, SCHEMA_TEST), own_tests
 
 
-def test_a_new_config_key_is_read_checked_and_documented(changed: tuple[Path, Path, str]) -> None:
+def test_a_new_config_key_is_read_checked_and_documented(changed: tuple[Path, Path, str], own_tests: list[str]) -> None:
     project, _, _ = changed
     load = "print(load_config('configs/default.yaml', ['train.ours=5']).train.ours)"
     code = f"from {PACKAGE}.core.config import load_config; {load}"
     assert check(run_in(project, sys.executable, "-c", code)).strip() == "5"
     refused = run_in(project, sys.executable, "-m", PACKAGE, "train", "--set", "train.ours=0")
     assert refused.returncode == 2 and "train.ours" in refused.stderr
-    check(run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_config.py"))
+    assert passed(own_tests, CONFIG_TESTS), own_tests
 
 
 def test_a_new_command_runs(changed: tuple[Path, Path, str]) -> None:

@@ -41,6 +41,14 @@ def test_workflow_by_default_lints_and_tests_on_cpu(project: Path) -> None:
     assert run.index("ruff check .") < next(i for i, line in enumerate(run) if "pytest" in line)
 
 
+def test_the_readme_gives_the_workflows_cpu_only_install_as_one_line(project: Path) -> None:
+    """A CPU-only machine installs as CI does: PyTorch's CPU wheels, then the project (the README's Install)."""
+    install = (project / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    (line,) = [line for line in install.splitlines() if "download.pytorch.org/whl/cpu" in line]
+    ci = [line for line in commands(project) if "pip install" in line and "--upgrade pip" not in line]
+    assert line.split(" && ") == ci
+
+
 def test_workflow_lint_commands_pass_on_the_generated_project(project: Path) -> None:
     """The Lint step's own commands, run as CI would (ruff from this environment)."""
     lint = [line for line in commands(project) if line.startswith("ruff")]
@@ -147,7 +155,7 @@ def conflict_step(project: Path) -> str:
 def test_ci_fails_on_conflict_markers_before_installing_anything(project: Path, tmp_path: Path) -> None:
     """The step's own script, run by bash in a git clone of the project, clean and then with markers."""
     names = [step.get("name", step.get("uses", "")) for step in steps(project)]
-    assert names.index(next(n for n in names if "conflict markers" in n)) < names.index("actions/setup-python@v5")
+    assert names.index(next(n for n in names if "conflict markers" in n)) < names.index("actions/setup-python@v6")
     clone = tmp_path / "clone"
     shutil.copytree(project, clone, ignore=shutil.ignore_patterns(".git"))
     git(clone, "init", "--quiet", "--initial-branch=main")

@@ -1,11 +1,15 @@
 """A generated project is complete, rendered, lint-clean, installable, and passes its own tests."""
 
+import ast
+import importlib.metadata
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
 
 from .conftest import BIN, PROJECT_TEST_COMMAND, REPO, check, generate, run_in, run_project_suite
 
@@ -82,6 +86,29 @@ def test_readme_and_ci_run_the_tests_by_one_command(project: Path) -> None:
     assert {"name": "Test", "run": PROJECT_TEST_COMMAND} in workflow["jobs"]["test"]["steps"]
     dev = next(line for line in (project / "pyproject.toml").read_text().splitlines() if line.startswith("dev = "))
     assert '"pytest-xdist>=' in dev  # what -n needs, in the extra that README and CI install
+
+
+def test_the_project_suite_runs_with_everything_its_readme_installs(project: Path) -> None:
+    """``make test`` runs the generated suite in this environment: it must hold every package the generated ``dev``
+    extra brings (the README's install command), extras included. A package missing here (TorchCodec was) means the
+    template's tests never run the code path users' installs take."""
+    section = (project / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1].split("\n[")[0]
+    # One extra a line, `name = [...]  # why` (tomllib is Python 3.11+; this repository supports 3.10).
+    extras = {name: ast.literal_eval(value) for name, value in re.findall(r"^(\w+) = (\[.*\])", section, re.M)}
+    wanted, seen = list(extras["dev"]), set()
+    missing = []
+    while wanted:
+        requirement = Requirement(wanted.pop())
+        if requirement.name == "x":  # the project itself, with extras: what they bring is wanted too
+            wanted += [line for extra in requirement.extras - seen for line in extras[extra]]
+            seen |= requirement.extras
+            continue
+        try:
+            importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(requirement.name)
+    assert seen >= {"decode"}, seen  # the extras were followed
+    assert not missing, f"add {missing} to the dev extra of this repository's pyproject.toml (and constraints.txt)"
 
 
 def test_project_installs_with_its_console_script(project: Path, tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ def test_train_resume_on_cuda_and_evaluate_on_cpu(gpu_project: tuple[Path, str],
 
     data = tmp_path / "data"
     check(x_pkg(project, "sample-data", str(data), "--train-per-class", "16", "--val-per-class", "4"))
-    settings = [f"data.root={data}", "train.device=cuda", f"train.out_dir={tmp_path / 'run'}", "train.progress=false"]
+    settings = [f"data.root={data}", f"train.out_dir={tmp_path / 'run'}", "train.progress=false"]
+    settings += ["train.device=cuda", "train.parallel=none"]  # one GPU, on a machine with any number
     base = ["train", "--config", "configs/default.yaml", *[arg for kv in settings for arg in ("--set", kv)]]
     check(x_pkg(project, *base, "--set", "train.epochs=1"))
     check(x_pkg(project, *base, "--set", "train.epochs=2", "--resume", "auto"))

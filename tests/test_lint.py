@@ -17,9 +17,9 @@ import yaml
 from torch_scaffold.check import run_check
 from torch_scaffold.lint import RULES, check
 
+from .answer_rows import LONGEST_PACKAGE_NAME, longest_package_name
 from .conftest import BIN, HANG_S, REPO, generate, run_in
 from .conftest import check as succeeded
-from .test_matrix import LONGEST_PACKAGE_NAME, longest_package_name
 
 HEADER = "import torch\nfrom torch import nn\n\n\n"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .answer_rows import COPIER_QUESTIONS, NAMING_QUESTIONS
 from .conftest import generate
-from .test_matrix import COPIER_QUESTIONS, NAMING_QUESTIONS, suite_within_a_runners_disk
+from .test_matrix import suite_within_a_runners_disk
 
 # Every asked answer other than its default. The model: ViT-B/16, the largest family the test can step on a
 # hosted runner (one AdamW step of vit_h_14, the largest the validator allows, took 80 s and 10.6 GB here, more

@@ -25,6 +25,7 @@ from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.optional import require
 from ..core.progress import meter
+from ..data.decode import DECODE_VERSION
 from ..data.folders import align_classes, check_data_root, folder_dataset, warn_missing_classes
 from ..data.shards import FORMAT, MANIFEST, VERSION, digest
 
@@ -126,6 +127,7 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
     manifest = {
         "format": FORMAT,
         "version": VERSION,
+        "decode": DECODE_VERSION,  # the decode contract its files were checked by (they are decoded when read)
         "data_format": cfg.format,
         "on_bad_file": cfg.on_bad_file,
         "source": str(root.resolve()),

@@ -72,7 +72,7 @@ class SimilarityIndex:
     def query_embeddings(self, files: Sequence[str | Path]) -> torch.Tensor:
         cfg = self.loaded.config
         transform = build_transform(cfg.data, train=False)
-        images = [transform(read_input(Path(path), cfg.data.format)) for path in files]
+        images = [transform(read_input(Path(path), cfg.data)) for path in files]
         size = cfg.data.batch_size
         batches = (torch.stack(images[start : start + size]) for start in range(0, len(images), size))
         return embed(self.model, batches, self.loaded.device, self.loaded.precision)

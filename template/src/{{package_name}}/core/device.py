@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 from dataclasses import dataclass
 
 import torch
@@ -87,6 +88,16 @@ def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX: there bf16 autocast trains about twice as fast as fp32 (benchmarks/throughput.py)."""
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own checks
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
+def emulated_bf16(device: torch.device) -> bool:
+    """True where bf16 has no native math and torch emulates it: a GPU before compute capability 8.0 (Ampere), an
+    x86 CPU without AVX512-BF16 or AMX. Other CPUs (Arm) are not judged: some have bf16 instructions, torch's
+    probes cannot say which."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device) < (8, 0)
+    x86 = platform.machine().lower() in ("x86_64", "amd64", "i686")
+    return device.type == "cpu" and x86 and not cpu_has_native_bf16()
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

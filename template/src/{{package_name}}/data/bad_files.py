@@ -50,14 +50,31 @@ class Checked:
         self.__name__ = f"checked_{getattr(loader, '__name__', 'loader')}"
 
     def __call__(self, path: str) -> Any:
+        return self.guarded(self.loader, path)
+
+    def tensor(self, path: str) -> Any:
+        """The image as a uint8 tensor (``decode.ImageFiles.tensor``: the batch path), its errors named alike."""
+        return self.guarded(self.loader.tensor, path)
+
+    def read_bytes(self, path: str) -> bytes:
+        """The file's bytes as stored (the nvJPEG path decodes them later), its errors named alike."""
+        return self.guarded(self.loader.read_bytes, path)
+
+    @staticmethod
+    def guarded(read: Callable[[str], Any], path: str) -> Any:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                return self.loader(path)
+            return bombs_refused(read, path)
         except READ_ERRORS as exc:
             raise BadFileError(
                 f"{path} cannot be read ({reason(exc, path)}): replace or remove it, or set data.on_bad_file=skip"
             ) from None
+
+
+def bombs_refused(read: Callable[[str], Any], path: str) -> Any:
+    """``read(path)``, with the warning Pillow gives below twice its pixel limit raised as an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        return read(path)
 
 
 def reason(exc: BaseException, path: str) -> str:

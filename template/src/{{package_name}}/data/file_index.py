@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from ..core.progress import tracked
+from .decode import DECODE_VERSION
 from .store import folder_key, write_chunks
 
 INDEX_FORMAT = 1  # bump when the file's layout or a verdict's meaning changes: old indexes are then ignored
@@ -48,7 +49,8 @@ class FileIndex:
             saved = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
-        if not isinstance(saved, dict) or saved.get("format") != INDEX_FORMAT:
+        # A verdict of another decode contract (decode.py) may say "reads" of a file that this one refuses.
+        if not isinstance(saved, dict) or (saved.get("format"), saved.get("decode")) != (INDEX_FORMAT, DECODE_VERSION):
             return {}
         return saved.get("files", {})
 
@@ -92,7 +94,8 @@ class FileIndex:
         for name, entry in self.saved.items():  # unchanged files this start did not need to check (e.g. val)
             if name not in files and tuple(entry[:2]) == self.now.get(name):
                 files[name] = entry
-        text = json.dumps({"format": INDEX_FORMAT, "root": str(self.root), "files": files}, separators=(",", ":"))
+        kept = {"format": INDEX_FORMAT, "decode": DECODE_VERSION, "root": str(self.root), "files": files}
+        text = json.dumps(kept, separators=(",", ":"))
         with contextlib.suppress(OSError):  # a full or read-only disk: the checks are made again next time
             write_chunks(self.path, [text.encode()])
 

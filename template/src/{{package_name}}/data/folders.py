@@ -32,6 +32,7 @@ from .bad_files import (
     listing,
 )
 from .cache import keeps_in_memory
+from .decode import IMAGE_EXTENSIONS, ImageFiles
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
 from .loaders import worker_start
@@ -104,18 +105,19 @@ def folder_dataset(
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
-    Grayscale, palette and RGBA images are converted to RGB by the loader.
+    Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
+    JPEGs larger than needed decoded at a reduced scale.
     ``check_files=False`` skips the per-file checks (stray files, image
     headers): under torchrun one process per node makes them (``build_datasets`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     """
     npy = cfg.format == "npy"
-    extensions = NPY_EXTENSIONS if npy else datasets.folder.IMG_EXTENSIONS
+    extensions = NPY_EXTENSIONS if npy else IMAGE_EXTENSIONS
     check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
     check_class_folders(root, extensions, allow_empty)
     if check_files:
         check_strays(root, extensions, cfg.on_bad_file)
-    loader = Checked(load_npy if npy else datasets.folder.default_loader)
+    loader = Checked(load_npy if npy else ImageFiles(square_side(cfg)))  # the evaluation resize's side, at least
     transform = build_transform(cfg, train)
     scanned = Counted(extensions, meter(f"scanning {root}", None, progress))  # the walk's progress, file by file
     try:
@@ -143,7 +145,7 @@ def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **option
     """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
     is a folder that ``pack-shards`` wrote (data/shards.py; it was checked file by file when packed)."""
     if is_packed(root):
-        return PackedFolder(root, split, build_transform(cfg, train), cfg.format)  # type: ignore[return-value]
+        return PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))  # type: ignore[return-value]
     return folder_dataset(root / split, cfg, train, **options)
 
 

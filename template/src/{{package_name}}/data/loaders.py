@@ -148,7 +148,7 @@ def build_loader(
         collate_fn=keep_batch if squares else None,
         sampler=sampler,
         num_workers=workers,
-        pin_memory=device.type == "cuda",
+        pin_memory=device.type == "cuda",  # page-locked batches: asynchronous copies (an EncodedBatch pins its own)
         persistent_workers=persistent and workers > 0,
         drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
         worker_init_fn=functools.partial(start_worker, os.getpid()),

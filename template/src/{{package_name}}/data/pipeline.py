@@ -13,9 +13,8 @@ Evaluation images take the per-sample path either way: their pixels do not chang
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +31,8 @@ from ..core.errors import UserError
 from ..core.machine import cores_per_process
 from ..core.progress import meter
 from .cache import refuse_if_too_big
-from .shards import packed_loader
 from .store import CacheKey, CacheStore, MappedBlock
 
-# TorchCodec decodes these faster than Pillow (benchmarks/decoders.py: JPEG about 2x at 64 px on a 2-core CPU).
-CODEC_DECODED = (".png", ".jpg", ".jpeg")
 FILL_BATCH = 64  # images per batch while data.cache fills
 FILL_PARALLEL_MIN = 2000  # images: fewer decode in the main process faster than loader workers start
 
@@ -88,41 +84,6 @@ def square_side(cfg: DataConfig) -> int:
     return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
 
 
-@functools.cache
-def codec_decoder() -> Callable[..., torch.Tensor] | None:
-    """TorchCodec's image decoder (the ``decode`` extra), or None where it is not installed or does not load.
-
-    Imported on first use: the import takes a while and a project without the
-    extra never pays for it. A TorchCodec built for another torch fails to load
-    its native library (an OSError or RuntimeError): Pillow then decodes.
-    """
-    try:
-        from torchcodec.decoders import decode_image
-    except (ImportError, OSError, RuntimeError):
-        return None
-    return decode_image
-
-
-def decode_rgb(path: str, fallback: Callable[[str], Any]) -> torch.Tensor:
-    """uint8 (3, H, W): TorchCodec for PNG and JPEG where installed, else (and for what it refuses) Pillow.
-
-    Not torchvision.io: torchvision 0.29 deprecated its decoders in favour of
-    TorchCodec, which wraps the same libjpeg-turbo and libpng; benchmarks/decoders.py
-    measures both against Pillow.
-    """
-    decode = codec_decoder()
-    if decode is not None and path.lower().endswith(CODEC_DECODED):
-        packed = packed_loader(fallback)  # a packed split (shards.py): the same bytes, read from its shard
-        source = path if packed is None else torch.frombuffer(bytearray(packed.read_bytes(path)), dtype=torch.uint8)
-        try:
-            image = decode(source, mode="RGB")
-            if image.dtype == torch.uint8:  # a 16-bit PNG decodes to uint16: Pillow converts it as before
-                return image
-        except (RuntimeError, ValueError):
-            pass  # e.g. a damaged file: the Pillow loader reads it or stops with its name
-    return TF.pil_to_tensor(fallback(path))
-
-
 def square(image: torch.Tensor, side: int) -> torch.Tensor:
     """A decoded image as the batch path keeps it, on whichever device it is."""
     image = TF.resize(image, [side], antialias=True)  # shorter side, exactly as evaluation resizes
@@ -146,7 +107,8 @@ class SquareImages(Dataset):
         return len(self.samples)
 
     def image(self, index: int) -> torch.Tensor:
-        return square(decode_rgb(self.samples[index][0], self.loader), self.side)
+        """Decoded by the contract (decode.py: upright, RGB, 8 bits; TorchCodec where installed), then squared."""
+        return square(self.loader.tensor(self.samples[index][0]), self.side)
 
     def __getitem__(self, key: int | tuple[int, int, int]) -> tuple[torch.Tensor, int]:
         index = key if isinstance(key, int) else key[1]  # an index, or the training sampler's key
@@ -203,8 +165,7 @@ class SquareCache(SquareImages):
         count = len(self.samples)
         refuse_if_too_big(count * 3 * side * side, mapped=store is not None)
         self.mapped: MappedBlock | None = None
-        decoder = "torchcodec" if codec_decoder() is not None else "pillow"  # their pixels may differ slightly
-        key = CacheKey(str(folder.root), "squares", side, files, decoder)
+        key = CacheKey(str(folder.root), "squares", side, files, "image")
 
         def decoded() -> Iterator[torch.Tensor]:
             return self.decoded(folder, fill or Fill())

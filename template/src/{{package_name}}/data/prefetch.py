@@ -6,6 +6,13 @@ model computes on batch n. The compute stream waits for a batch's copy before
 using it, and ``record_stream`` keeps the allocator from reusing its memory
 while the compute stream still reads it. Order and pixels are the loader's:
 nothing here draws a random number, so resume stays exact.
+
+The side stream is the loader's own, made once for all its epochs, at high
+priority: ``torch.cuda.Stream`` hands out the streams of a pool in turn (32
+a priority on each GPU), and ProcessGroupNCCL takes the stream on which DDP's
+all-reduce runs from the same pool, at normal priority. A stream taken each
+epoch would walk that pool and, some epoch, be the collectives' own: a batch's
+copy then waits for the gradients' all-reduce, and the all-reduce for the copy.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ import torch
 from torch.utils.data import DataLoader
 
 Batch = tuple[torch.Tensor, ...]
+# CUDA stream priorities: lower is more urgent, 0 the default. -1 draws from the high-priority pool, which NCCL's
+# streams come from only where TORCH_NCCL_HIGH_PRIORITY=1 asks for it.
+HIGH_PRIORITY = -1
 
 
 def prefetches(device: torch.device) -> bool:
@@ -30,12 +40,16 @@ class Prefetched:
 
     def __init__(self, loader: DataLoader, device: torch.device) -> None:
         self.loader, self.device = loader, device
+        self.prefetch_stream: Any = None  # made at the first epoch, kept for the loader's life
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def side_stream(self) -> Any:
-        return torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        """This loader's one side stream (None on the CPU): made once, at high priority (the module says why)."""
+        if self.prefetch_stream is None and self.device.type == "cuda":
+            self.prefetch_stream = torch.cuda.Stream(self.device, priority=HIGH_PRIORITY)
+        return self.prefetch_stream
 
     def send(self, batch: Batch, stream: Any) -> Batch:
         """Queue the copies on the side stream (or copy plainly where there is none: the CPU, in tests)."""

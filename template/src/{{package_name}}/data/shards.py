@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from torch.utils.data import Dataset
 
 from ..core.errors import UserError
 from .bad_files import Checked
+from .decode import ImageFiles
 
 MANIFEST = "shards.json"
 FORMAT = "torch-scaffold shards"  # what a manifest says it is: a foreign shards.json is refused by it
@@ -81,26 +81,25 @@ def packed_splits(root: Path) -> list[str]:
     return list(read_manifest(root)["splits"])
 
 
-def decode(data: bytes, npy: bool) -> Any:
-    """A sample's bytes as the folder's loader decodes the file: an RGB PIL image, or an H x W x C array."""
-    if npy:  # as folders.load_npy
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-        return np.repeat(array[:, :, None], 3, axis=2) if array.ndim == 2 else array
-    with Image.open(io.BytesIO(data)) as image:  # as torchvision's pil_loader: the file opened, then converted
-        return image.convert("RGB")
+def decode_npy(data: bytes) -> np.ndarray:
+    """A ``.npy`` sample's bytes as ``folders.load_npy`` reads the file: an H x W x C array."""
+    array = np.load(io.BytesIO(data), allow_pickle=False)
+    return np.repeat(array[:, :, None], 3, axis=2) if array.ndim == 2 else array
 
 
 class PackedFiles:
-    """The loader of a packed split: the path a sample had in the folder -> its bytes, read from its shard.
+    """A packed split's files: the path a sample had in the folder -> its bytes, read from its shard.
+
+    Images are decoded from these bytes by the decode contract (``decode.ImageFiles``), as the folder's files.
 
     Pickles without open files (a DataLoader worker started by a forkserver
     opens its own), and a forked worker reopens them too: ``os.pread`` on a
     shared descriptor would be safe, but one per process keeps it obvious.
     """
 
-    def __init__(self, root: Path, shards: list[str], index: dict[str, list[int]], npy: bool) -> None:
-        self.root, self.shards, self.index, self.npy = str(root), shards, index, npy
-        self.__name__ = "packed_loader"  # Checked names its wrapper after the loader
+    def __init__(self, root: Path, shards: list[str], index: dict[str, list[int]]) -> None:
+        self.root, self.shards, self.index = str(root), shards, index
+        self.__name__ = "packed_npy"  # Checked names its wrapper after the loader
         self.files: dict[int, int] = {}
         self.pid = os.getpid()
 
@@ -122,8 +121,9 @@ class PackedFiles:
             raise OSError(f"shard {self.shards[shard]} ends before the sample's {size} bytes")
         return data
 
-    def __call__(self, path: str) -> Any:
-        return decode(self.read_bytes(path), self.npy)
+    def __call__(self, path: str) -> np.ndarray:
+        """A packed ``.npy`` sample (the loader of a data.format=npy split)."""
+        return decode_npy(self.read_bytes(path))
 
     def __del__(self) -> None:
         if self.pid == os.getpid():
@@ -141,7 +141,7 @@ class PackedFolder(Dataset):
     path, ``SeededSamples``) therefore gets the pixels the folder gives.
     """
 
-    def __init__(self, root: Path, split: str, transform: Any, data_format: str) -> None:
+    def __init__(self, root: Path, split: str, transform: Any, data_format: str, min_side: int | None = None) -> None:
         manifest = read_manifest(root)
         if split not in manifest["splits"]:
             raise UserError(
@@ -165,7 +165,9 @@ class PackedFolder(Dataset):
         self.file_size = {path: sample[4] for path, sample in zip(paths, entry["samples"], strict=True)}.__getitem__
         index = {path: sample[2:] for path, sample in zip(paths, entry["samples"], strict=True)}
         shards = [shard["file"] for shard in entry["shards"]]
-        self.loader = Checked(PackedFiles(root, shards, index, data_format == "npy"))
+        files = PackedFiles(root, shards, index)
+        # Images by the decode contract, as the folder's (min_side: the evaluation resize's side); arrays as load_npy.
+        self.loader = Checked(files if data_format == "npy" else ImageFiles(min_side, files))
         self.transform, self.target_transform = transform, None
         self.source = manifest["source"]  # the folder it was packed from (said at start)
 
@@ -179,12 +181,8 @@ class PackedFolder(Dataset):
 
 
 def packed_loader(loader: Any) -> PackedFiles | None:
-    """The packed split's reader behind a dataset's loader (``Checked`` wraps it); None for a folder's."""
+    """The packed split's reader behind a dataset's loader (``Checked`` wraps it, ``ImageFiles`` reads through it);
+    None for a folder's."""
     inner = getattr(loader, "loader", loader)
+    inner = getattr(inner, "reader", inner)
     return inner if isinstance(inner, PackedFiles) else None
-
-
-def read_bytes(loader: Any, path: str) -> bytes:
-    """A sample file's bytes: from its shard where ``loader`` is a packed split's, else from the file."""
-    packed = packed_loader(loader)
-    return packed.read_bytes(path) if packed is not None else Path(path).read_bytes()

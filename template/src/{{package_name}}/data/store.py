@@ -10,7 +10,7 @@ wrote. Loader workers receive (path, size) by pickle, never the pixels.
 
 The file's name holds its key (``CacheKey``): the folder, the kind of images,
 their side, the files' digest (``file_index.FileIndex.digest``), the cache
-format and the decoder's versions. Another size, changed files or a new
+format and the decode contract's version (``decode.DECODE_VERSION``). Another size, changed files or a new
 format find no file and fill a new one; a cache of the folder's earlier files
 is removed once no process maps it.
 """
@@ -35,10 +35,16 @@ import torchvision
 
 from ..core import PACKAGE
 from ..core.files import write_atomically
+from .decode import DECODE_VERSION
 
 CACHE_FORMAT = 1  # bump when the file layout or the decoded pixels change: older files are then never read
 MAGIC = b"TSCACHE1"  # the file's last 8 bytes; the 8 before them: the header's length
 FREE_SHARE = 0.5  # of the cache folder's free space, at most: a cache must never fill the disk
+
+
+def versions() -> str:
+    """The cache format and decode contract, in each file's name: ``drop_stale`` knows a file no start will read."""
+    return f"v{CACHE_FORMAT}.{DECODE_VERSION}"
 
 
 def cache_folder(setting: str, report: bool = True) -> Path | None:
@@ -73,15 +79,21 @@ class CacheKey:
     kind: str  # squares (the batch path) | resized (the per-sample path's evaluation resize)
     side: int  # pixels: the square's side, or the shorter side of the evaluation resize
     files: str  # FileIndex.digest of the samples, in order
-    decoder: str  # what decodes: data.format and the decoder (Pillow or TorchCodec)
+    data_format: str  # data.format: image | npy
 
     def fields(self) -> dict[str, Any]:
-        versions = {"format": CACHE_FORMAT, "torch": str(torch.__version__), "torchvision": torchvision.__version__}
+        # The decode contract's version (decode.py): pixels decoded another way are made again, never mixed in.
+        versions = {"format": CACHE_FORMAT, "decode": DECODE_VERSION, "torch": str(torch.__version__)}
+        versions["torchvision"] = torchvision.__version__
         return {**dataclasses.asdict(self), **versions}
 
     def file_name(self) -> str:
         fields = hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:12]
-        return f"{folder_key(Path(self.root))}-{self.kind}-{self.files[:12]}-{fields}.bin"
+        return f"{self.prefix()}{versions()}-{self.files[:12]}-{fields}.bin"
+
+    def prefix(self) -> str:
+        """What every cache of this split and kind is named from: the folder, then the kind."""
+        return f"{folder_key(Path(self.root))}-{self.kind}-"
 
 
 class MappedBlock:
@@ -175,10 +187,12 @@ def exclusive(path: Path, report: bool) -> Iterator[None]:
 
 
 def drop_stale(folder: Path, key: CacheKey) -> None:
-    """Remove this folder's caches of earlier files (another digest) that no process maps; other sizes stay."""
-    prefix = f"{folder_key(Path(key.root))}-{key.kind}-"
+    """Remove this split's caches that no process maps and none will read again: of earlier files (another
+    digest), or of another cache format or decode contract (a template update: they would fill the disk); other
+    sizes stay."""
+    prefix = key.prefix()
     for path in folder.glob(f"{prefix}*.bin"):
-        if path.name.removeprefix(prefix).startswith(key.files[:12]):
+        if path.name.removeprefix(prefix).startswith(f"{versions()}-{key.files[:12]}"):
             continue
         with contextlib.suppress(OSError), open(path, "rb") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while any process maps it (LOCK_SH)

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 
 from ..core.checkpoint import load_model_state, read_checkpoint
-from ..core.config import Config, load_config
+from ..core.config import Config, DataConfig, load_config
 from ..core.device import Compute, configure_backends, resolve_precision, select_device
 from ..core.errors import UserError
-from ..data.bad_files import READ_ERRORS, BadFileError, extension_list, listing, reason
+from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, listing, reason
+from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
@@ -27,6 +27,7 @@ from ..data.folders import (
     split_dataset,
 )
 from ..data.loaders import build_loader
+from ..data.pipeline import square_side
 from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, packed_splits
 from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
@@ -100,7 +101,7 @@ def format_report(result: dict[str, Any]) -> str:
 def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[Path, PackedFiles | None]]:
     """Files as given; folders replaced by the sample files below them (recursively, sorted, hidden ones left out);
     a folder pack-shards wrote by every sample of its splits, under the path it had there, with its shards' reader."""
-    extensions = NPY_EXTENSIONS if data_format == "npy" else IMG_EXTENSIONS
+    extensions = NPY_EXTENSIONS if data_format == "npy" else IMAGE_EXTENSIONS
     found: list[tuple[Path, PackedFiles | None]] = []
     for path in map(Path, paths):
         if not path.is_dir():
@@ -108,7 +109,7 @@ def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[P
             continue
         if is_packed(path):  # no files to list: the manifest names the samples, in the folder's order
             for split in packed_splits(path):
-                packed = PackedFolder(path, split, None, data_format)
+                packed = PackedFolder(path, split, None, data_format)  # its reader alone: no decoding here
                 found += [(Path(sample), packed_loader(packed.loader)) for sample, _ in packed.samples]
             continue
         inside = sorted(
@@ -139,16 +140,16 @@ def write_predictions(predictions: list[tuple[Path, list[tuple[str, float]]]], t
     return path
 
 
-def read_input(path: Path, data_format: str, packed: PackedFiles | None = None) -> Any:
-    """A file's sample, or a packed one's from its shard (``packed``), decoded alike."""
+def read_input(path: Path, cfg: DataConfig, packed: PackedFiles | None = None) -> Any:
+    """A file's sample, or a packed one's from its shard (``packed``), decoded as training decodes it: an image
+    by the decode contract (data/decode.py: upright, RGB, 8 bits), at the scale the evaluation resize needs."""
     if packed is None and not path.is_file():
         raise UserError(f"{path} not found: give the path of an existing file or folder")
+    read = (packed or load_npy) if cfg.format == "npy" else ImageFiles(square_side(cfg), packed)
     try:
-        if packed is not None:
-            return packed(str(path))
-        return load_npy(str(path)) if data_format == "npy" else default_loader(str(path))
+        return bombs_refused(read, str(path))
     except READ_ERRORS as exc:
-        raise UnreadableInput(path, data_format, reason(exc, str(path))) from None
+        raise UnreadableInput(path, cfg.format, reason(exc, str(path))) from None
 
 
 class UnreadableInput(BadFileError):
@@ -164,7 +165,7 @@ def predict_file(
 ) -> list[tuple[str, float]]:
     """The ``topk`` most likely classes of one file (or packed sample), with their probabilities."""
     cfg = loaded.config
-    image = build_transform(cfg.data, train=False)(read_input(Path(path), cfg.data.format, packed))
+    image = build_transform(cfg.data, train=False)(read_input(Path(path), cfg.data, packed))
     batch = image.unsqueeze(0).to(loaded.device)  # P16: the model takes batches, so one image becomes a batch of one
     with torch.inference_mode():
         probabilities = loaded.model(batch).float().softmax(1)[0]

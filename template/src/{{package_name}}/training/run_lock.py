@@ -111,6 +111,30 @@ def claim_out_dir(out_dir: Path, lock: RunLock) -> None:
         raise UserError(f"train.out_dir {out_dir} cannot be written ({exc.strerror}): choose another folder") from None
 
 
+def missing_folders(out_dir: Path) -> list[Path]:
+    """The folders ``claim_out_dir`` would make for ``out_dir`` (it and its missing parents), deepest first."""
+    missing = []
+    for folder in [out_dir, *out_dir.parents]:
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def remove_unused(folders: list[Path]) -> None:
+    """After a run that failed before writing anything: the folders it made go again, if its ``.lock`` is all
+    they hold (a folder with anything else in it stays, and so do the ones above it)."""
+    if not folders or not folders[0].is_dir():
+        return
+    if [entry.name for entry in folders[0].iterdir()] == [".lock"]:
+        (folders[0] / ".lock").unlink()  # the kernel keeps this process's lock on it until it closes the handle
+    for folder in folders:
+        try:
+            folder.rmdir()  # only ever an empty one
+        except OSError:
+            return
+
+
 def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str | None:
     """Under torchrun, a job continues its own newest checkpoint by itself: after ``--max-restarts``, or a requeue.
 

@@ -53,7 +53,6 @@ from ..data.folders import build_training_data
 from ..data.loaders import build_loader, stop_workers
 from ..data.samplers import balanced_class_weights
 from ..models.classifier import build_model
-from ..outputs.tracking import preflight
 from ..outputs.writers import build_outputs
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
@@ -61,9 +60,10 @@ from .freezing import frozen_in, frozen_later, set_frozen
 from .holdout import evaluate_test_split
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
+from .preflight import check_before_data
 from .pretrained import model_line, prepare_weights
 from .run_length import run_length_warnings
-from .run_lock import RunLock, claim_out_dir, resume_after_restart
+from .run_lock import RunLock, claim_out_dir, missing_folders, remove_unused, resume_after_restart
 from .run_state import Progress, RunParts, RunState
 from .startup import describe as describe_startup
 
@@ -82,8 +82,14 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
     trainer: Trainer | None = None
     status = "FAILED"  # what the outputs (MLflow) record, unless the run finishes or stops to be resumed
     resume = resume_after_restart(resume, Path(cfg.train.out_dir), world)
+    made = missing_folders(Path(cfg.train.out_dir)) if world.is_main else []  # a failed start removes them again
     try:
-        preflight(cfg, world.is_main)  # an unreachable MLflow server fails now, before the data is loaded
+        # The device once (init_world chose it under torchrun), then the whole config against it and the code,
+        # before any data is read: an impossible setting ends in seconds, a costly one is said (preflight.py).
+        world = replace(world, device=world.device or select_device(cfg.train.device, world.local_rank))
+        for warning in check_before_data(cfg, world, resume):
+            if world.is_main:
+                print(f"warning: {warning}", flush=True)
         trainer = Trainer(cfg, world)
         progress = trainer.state.restore(resume)
         trainer.warn_run_length(progress)
@@ -110,6 +116,8 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
     finally:
         if trainer is not None:
             trainer.close(status)
+        if status == "FAILED":
+            remove_unused(made)  # a run folder holding only .lock helps no one
         close_world(world)
 
 

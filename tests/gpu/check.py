@@ -1,0 +1,508 @@
+"""make gpu-check: every GPU check in one command, from a clone, on a machine with a GPU, Python and a registry.
+
+The steps, each timed, each a row of the table printed at the end:
+
+1. preflight: the NVIDIA driver is there and this Python's torch runs a kernel on cuda:0 (tests/gpu/probe.py);
+   otherwise one line saying why, exit status 1, nothing else run: red when it would check nothing. A Python
+   without a CUDA build of torch is checked again once the environment has installed one.
+2. environment: ``.gpu-venv``, a venv over the system's site-packages. The system's CUDA torch is used and never
+   replaced: pip is held to its version (and torchvision's); a Python without a CUDA torch gets
+   constraints.txt's from the registry. TorchCodec from ``.wheels/`` (make gpu-wheels) where carried, else from
+   the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
+3. project: ``.gpu-project/`` where carried (make gpu-project), else made here by copier, which is installed
+   from the registry only for this step and only where this Python lacks it; then installed with every
+   extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
+4. the template's GPU suite (tests/test_gpu.py on that project) and 5. the project's ``pytest -m gpu``, both
+   with ``TORCH_SCAFFOLD_GPU_CHECK=1``: a GPU test that skips fails, except a test that needs more GPUs
+   than this machine has (the ``gpus`` marker), which is counted apart.
+6. with two GPUs or more: a two-process torchrun DDP job (the default config on the sample data).
+7. the benchmark's check cases (benchmarks/throughput.py --check): the table's images/s rows.
+
+Standard library only: it starts on the system's Python, before any environment exists. Every process it
+starts is ended with its process group on every way out (an interrupted torchrun leaves no rank behind).
+
+    python3 tests/gpu/check.py [--workers N] [--dry-run GPUS]
+
+``--dry-run GPUS`` runs nothing: it prints each step's commands as they would run on a machine with that
+many GPUs, given this checkout's files (.gpu-project/, .wheels/) and this Python's torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV = REPO / ".gpu-venv"
+PROJECT = REPO / ".gpu-project"
+PACKAGE = "gpu_check"  # make gpu-project's package_name
+WHEELS = REPO / ".wheels"
+OUT = REPO / ".bench" / "gpu-check"
+# Seconds a step may take before it counts as hung and is ended: far above the estimates in README.md
+# ("On a GPU machine"), so a slow machine is never cut short; a hang must not eat a lent GPU's minutes.
+HANG_S = {"environment": 1200, "project": 900, "suite": 1800, "ddp": 600, "benchmark": 1200}
+# Set for the suites: a GPU test that skips fails (the generated conftest and tests/conftest.py read it).
+SWITCH = {"TORCH_SCAFFOLD_GPU_CHECK": "1", "TORCH_SCAFFOLD_REQUIRE_NVJPEG": "1"}
+DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
+
+
+@dataclass
+class Row:
+    """One step of the table: what it was, how it ended, its seconds, and what it found (sub-rows below it)."""
+
+    step: str
+    status: str = "not run"  # ok | FAILED | n/a | not run
+    seconds: float = 0.0
+    detail: str = ""
+    below: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def red(self) -> bool:
+        return self.status in ("FAILED", "not run")
+
+
+class Shell:
+    """Runs (or, in a dry run, prints) commands; each in its own process group, ended on every way out."""
+
+    def __init__(self, dry: bool) -> None:
+        self.dry = dry
+
+    def run(self, argv: Sequence[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, limit: float) -> int:
+        settings = " ".join(f"{key}={value}" for key, value in (env or {}).items())
+        where = "" if cwd == REPO else f"cd {os.path.relpath(cwd, REPO)} && "
+        shown = f"$ {where}{settings + ' ' if settings else ''}{shlex.join(map(str, argv))}"
+        print(shown.replace(f"{REPO}/", ""), flush=True)  # paths in this checkout, relative to it
+        if self.dry:
+            return 0
+        process = subprocess.Popen(
+            list(map(str, argv)), cwd=cwd, env={**os.environ, **(env or {})}, start_new_session=True
+        )
+        try:
+            return process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            print(f"gpu-check: ended after {limit:.0f} s as hung: {shlex.join(map(str, argv))}", flush=True)
+            return 124
+        finally:
+            end_group(process)
+
+
+def end_group(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """Whatever is left of the command's process group (torchrun's ranks, pytest's workers, loader workers):
+    SIGTERM, then SIGKILL after ``grace`` seconds. Nothing is left after a command that ended cleanly."""
+    process.poll()  # reaps the leader where it has exited
+    if not group_alive(process.pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)  # the group's id is its leader's pid (start_new_session)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        process.poll()
+        if not group_alive(process.pid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def group_alive(group: int) -> bool:
+    """Whether a process of that group still runs; exited ones that nobody has reaped yet (zombies) do not count:
+    in a container whose first process reaps nothing, an orphan's zombie stays for good."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
+        except (OSError, IndexError):
+            continue  # it exited while being read
+        if int(fields[2]) == group and fields[0] != "Z":  # fields: state, parent, process group
+            return True
+    return False
+
+
+def driver_present(files: Sequence[str] = DRIVER_FILES) -> bool:
+    """An NVIDIA driver loaded here (its /proc file or device nodes), or nvidia-smi on the PATH: instant to ask."""
+    return any(Path(name).exists() for name in files) or shutil.which("nvidia-smi") is not None
+
+
+def torch_of() -> tuple[str | None, str | None]:
+    """(version, CUDA version) of this Python's torch, read from its version.py without importing it (a second's
+    import and CUDA's start-up): (None, None) where it has none; a CPU build's CUDA version is None."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None, None
+    version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    if not version_file.exists():
+        return None, None
+    text = version_file.read_text()
+    version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+    cuda = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return (version.group(1) if version else "unknown"), (cuda.group(1) if cuda else None)
+
+
+def installed_version(distribution: str) -> str | None:
+    """This Python's installed version of a distribution (torchvision), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def probe(python: Path | str, shell: Shell, nvjpeg: bool = False) -> dict:
+    """tests/gpu/probe.py's facts for that Python (its torch, the GPUs, why not), or a refusal if it breaks."""
+    argv = [str(python), str(REPO / "tests" / "gpu" / "probe.py"), *(["--nvjpeg", PACKAGE] if nvjpeg else [])]
+    if shell.dry:
+        print(f"$ {shlex.join(argv)}".replace(f"{REPO}/", ""), flush=True)
+        return {}
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"gpus": 0, "refused": f"{python} could not probe the GPU: {last}"}
+    return json.loads(lines[-1])
+
+
+def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
+    """The loaded NVIDIA driver's version (its kernel module's), for the table's first line; None where unknown."""
+    found = re.search(r"Kernel Module(?: for \w+)?\s+(\d+(?:\.\d+)+)", path.read_text()) if path.exists() else None
+    return found.group(1) if found else None
+
+
+def driver_refusal(has_driver: bool) -> str | None:
+    """Why the check cannot run here, decided in milliseconds (nothing imported or installed); None to go on."""
+    if not has_driver:
+        return "no NVIDIA driver on this machine (no /proc/driver/nvidia/version, /dev/nvidia0 or nvidia-smi)"
+    return None
+
+
+def constraints_for(system_torch: tuple[str | None, str | None], torchvision: str | None) -> str:
+    """constraints.txt for the environment: the system's CUDA torch (and torchvision) pinned where there is one,
+    so that no requirement can replace it; constraints.txt's own pins for everything else."""
+    pins = (REPO / "constraints.txt").read_text().splitlines()
+    version, cuda = system_torch
+    if version is not None and cuda is not None:
+        kept = [line for line in pins if not re.match(r"(torch|torchvision|torchcodec)==", line)]
+        held = [f"torch=={version}", *([f"torchvision=={torchvision}"] if torchvision else [])]
+        return "\n".join([*kept, "# the system's CUDA build, never replaced:", *held]) + "\n"
+    return "\n".join(line for line in pins if not line.startswith("torchcodec==")) + "\n"
+
+
+def torchcodec_request(system_torch: tuple[str | None, str | None]) -> str:
+    """constraints.txt's TorchCodec where the torch is the one it was built with; else the newest (it names no
+    torch requirement: which release matches another torch is TorchCodec's table, not known here)."""
+    pins = dict(line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
+    version = system_torch[0]
+    if version is None or version.split("+")[0] == pins["torch"]:
+        return f"torchcodec=={pins['torchcodec']}"
+    return "torchcodec"
+
+
+@dataclass
+class Check:
+    """The run: its shell, the GPUs, the environment's Python, and the table's rows as the steps fill them."""
+
+    shell: Shell
+    gpus: int
+    workers: int
+    rows: list[Row] = field(default_factory=list)
+    python: Path = VENV / "bin" / "python"
+    fatal: str | None = None  # set by a step after which nothing else can run (no environment, no project)
+    codec_installed: bool = True  # TorchCodec: without it the decode extra is left out (its tests then fail)
+
+    def pip(self, *args: str, limit_key: str = "environment") -> int:
+        """pip install into the environment: its own pip, or this Python's (``--python``) where it has none."""
+        own = self.shell.dry or (VENV / "bin" / "pip").exists()
+        pip = [self.python, "-m", "pip"] if own else [sys.executable, "-m", "pip", "--python", self.python]
+        quiet = ["--quiet", "--disable-pip-version-check"]
+        return self.shell.run([*pip, "install", *quiet, *args], limit=HANG_S[limit_key])
+
+    def step(self, name: str, body: Callable[[Row], None]) -> Row:
+        """Run one step (or mark it not run after a fatal one), print its time as it ends, and add its row."""
+        row = Row(name)
+        self.rows.append(row)
+        if self.fatal is not None:
+            row.detail = f"after: {self.fatal}"
+            return row
+        print(f"\n== {name}", flush=True)
+        start = time.perf_counter()
+        body(row)
+        if self.shell.dry and row.status != "n/a":  # nothing ran: no outcome, nothing found
+            row.status, row.detail = "dry run", ""
+        row.seconds = time.perf_counter() - start
+        print(f"-- {name}: {row.status} in {row.seconds:.1f} s{': ' + row.detail if row.detail else ''}", flush=True)
+        return row
+
+
+def environment(check: Check, row: Row) -> None:
+    system_torch = torch_of()
+    constraints = VENV / "constraints.txt"
+    if check.shell.dry or not check.python.exists():
+        code = check.shell.run([sys.executable, "-m", "venv", "--system-site-packages", VENV], limit=120)
+        if code and not check.shell.dry:  # a system Python without ensurepip (Debian's python3-venv): pip from outside
+            shutil.rmtree(VENV, ignore_errors=True)
+            code = check.shell.run(
+                [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", VENV], limit=120
+            )
+        if code:
+            check.fatal = row.detail = f"could not make {VENV.name} with {sys.executable} (exit status {code})"
+            row.status = "FAILED"
+            return
+    if not check.shell.dry:
+        see_this_pythons_packages(check.python)
+        # The distributions' own versions, which pip compares (torch.__version__ may carry a local label they lack).
+        held = (installed_version("torch"), system_torch[1])
+        constraints.write_text(constraints_for(held, installed_version("torchvision")))
+    codes = []
+    if system_torch[1] is None:  # no CUDA torch in this Python: constraints.txt's, into the venv (several GB)
+        codes.append(check.pip("--ignore-installed", "-c", str(constraints), "torch", "torchvision"))
+        facts = probe(check.python, check.shell)
+        if facts.get("refused"):
+            check.fatal = row.detail = facts["refused"]
+            row.status = "FAILED"
+            return
+    codes.append(check.pip("-c", str(constraints), "pytest", "pytest-xdist"))
+    if sorted(WHEELS.glob("torchcodec-*.whl")):
+        codec_code = check.pip("--no-index", "--no-deps", "--find-links", str(WHEELS), "torchcodec")
+        codec = f"TorchCodec from {WHEELS.name}/"
+    else:
+        index = os.environ.get("TORCHCODEC_INDEX", "")
+        request = torchcodec_request(system_torch)
+        codec_code = check.pip("--no-deps", *(["--index-url", index] if index else []), request)
+        codec = f"{request} from {index or 'the registry'}"
+    check.codec_installed = codec_code == 0
+    codec += "" if codec_code == 0 else " FAILED (the nvJPEG tests will fail)"
+    used = f"system torch {system_torch[0]}" if system_torch[1] else "torch from the registry"
+    row.status = "ok" if not any([*codes, codec_code]) else "FAILED"
+    row.detail = f"{VENV.name}: {used}; {codec}"
+
+
+def see_this_pythons_packages(venv_python: Path) -> None:
+    """The venv sees this Python's packages after its own (its CUDA torch above all), also when this Python is
+    itself a venv or a conda environment, whose packages ``--system-site-packages`` alone would not show."""
+    import site
+
+    found = subprocess.run(
+        [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    own = [*site.getsitepackages(), site.getusersitepackages()]
+    (Path(found.stdout.strip()) / "_gpu_check_system_packages.pth").write_text("\n".join(own) + "\n")
+
+
+def project(check: Check, row: Row) -> None:
+    codes = []
+    if PROJECT.is_dir():
+        made = f"{PROJECT.name}/ carried"
+    else:
+        if not copier_in(check):  # copier is needed here alone: installed only where the project is made
+            codes.append(check.pip("-c", str(VENV / "constraints.txt"), "copier", limit_key="project"))
+        copier = [check.python, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD"]
+        answers = ["-d", "project_name=GPU Check", "-d", f"package_name={PACKAGE}"]
+        codes.append(check.shell.run([*copier, *answers, REPO, PROJECT], limit=HANG_S["project"]))
+        made = f"{PROJECT.name}/ made by copier"
+    if not check.shell.dry and not PROJECT.is_dir():
+        check.fatal = row.detail = f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
+        row.status = "FAILED"
+        return
+    # Every extra by name (ONNX export, Optuna sweeps, TorchCodec...): one that cannot install fails the step,
+    # the others still install. TorchCodec's is the environment's: where it failed there, pip would fail here.
+    extras = [name for name in extras_of(project_pyproject()) if check.codec_installed or name != "decode"]
+    codes.append(
+        check.pip("-c", str(VENV / "constraints.txt"), "-e", f"{PROJECT}[{','.join(extras)}]", limit_key="project")
+    )
+    facts = {} if check.shell.dry or any(codes) else probe(check.python, check.shell, nvjpeg=True)
+    if "nvjpeg_failure" not in facts:  # nothing installed, or no GPU to decode on
+        decodes = f"nvJPEG not probed{': ' + facts['refused'] if facts.get('refused') else ''}"
+    else:
+        decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
+    row.status = "ok" if not any(codes) and check.codec_installed else "FAILED"
+    row.detail = f"{made}, installed with {', '.join(extras)}; {decodes}"
+
+
+def project_pyproject() -> str:
+    """The project's pyproject.toml; before it is made (a dry run), the template's, which names the same extras."""
+    for path in (PROJECT / "pyproject.toml", REPO / "template" / "pyproject.toml.jinja"):
+        if path.exists():
+            return path.read_text()
+    return ""
+
+
+def extras_of(pyproject: str) -> list[str]:
+    """The optional-dependency groups a generated pyproject.toml names, but ``dev`` (which only gathers them)."""
+    section = pyproject.split("[project.optional-dependencies]", 1)[-1].split("\n[", 1)[0] if pyproject else ""
+    return [name for name in re.findall(r"^([A-Za-z0-9_-]+)\s*=", section, re.MULTILINE) if name != "dev"]
+
+
+def copier_in(check: Check) -> bool:
+    """Whether the environment imports copier (this Python's own counts: the venv sees its packages)."""
+    if check.shell.dry or not check.python.exists():
+        return importlib.util.find_spec("copier") is not None
+    found = subprocess.run([str(check.python), "-c", "import copier"], capture_output=True, check=False)
+    return found.returncode == 0
+
+
+def junit_counts(path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """(outcome counts; the figures the tests measured and recorded) from pytest's JUnit XML.
+
+    A test skipped because the machine has too few GPUs (the ``gpus`` marker: "needs 2 GPUs, ...") is counted
+    apart: the only skip the switch allows.
+    """
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "need more GPUs": 0}
+    measured: list[tuple[str, str]] = []
+    if not path.exists():
+        return counts, measured
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        skipped = case.find("skipped")
+        if case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+        elif skipped is not None:
+            fewer = re.search(r"needs \d+ GPUs, this machine has", skipped.get("message", ""))
+            counts["need more GPUs" if fewer else "skipped"] += 1
+        else:
+            counts["passed"] += 1
+        for prop in case.iter("property"):
+            measured.append((f"  {case.get('name')}", f"{prop.get('name')} = {prop.get('value')}"))
+    return counts, measured
+
+
+def suite(check: Check, row: Row, argv: list[str], cwd: Path, report: Path) -> None:
+    """A pytest run under the switch; ok when it exits 0 having passed tests and skipped none it could run."""
+    report.unlink(missing_ok=True)
+    env = {**SWITCH, "GPU_PROJECT": str(PROJECT)}
+    code = check.shell.run([*argv, f"--junitxml={report}"], cwd=cwd, env=env, limit=HANG_S["suite"])
+    counts, row.below = junit_counts(report)
+    row.status = "ok" if code == 0 and counts["passed"] > 0 and not counts["skipped"] else "FAILED"
+    row.detail = ", ".join(f"{n} {what}" for what, n in counts.items() if n) or f"exit status {code}, no report"
+
+
+def template_suite(check: Check, row: Row) -> None:
+    pytest = [check.python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "gpu", "tests/test_gpu.py"]
+    suite(check, row, pytest, REPO, OUT / "template.xml")
+
+
+def project_suite(check: Check, row: Row) -> None:
+    pytest = [check.python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-m", "gpu"]
+    pytest += ["-n", str(check.workers)] if check.workers > 1 else []
+    suite(check, row, pytest, PROJECT, OUT / "project.xml")
+
+
+def ddp_job(check: Check, row: Row) -> None:
+    """Two processes under torchrun on GPUs 0 and 1: NCCL, DDP and the default config, as a user runs it."""
+    if check.gpus < 2:
+        row.status, row.detail = "n/a", f"needs 2 GPUs; this machine has {check.gpus}"
+        return
+    with tempfile.TemporaryDirectory(prefix="gpu-check-ddp-") as tmp:
+        data, out = Path(tmp) / "data", Path(tmp) / "run"
+        code = check.shell.run([check.python, "-m", PACKAGE, "sample-data", data], cwd=PROJECT, limit=HANG_S["ddp"])
+        torchrun = [check.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        settings = [f"data.root={data}", "train.epochs=2", f"train.out_dir={out}", "train.progress=false"]
+        settings += ["train.device=cuda", "train.parallel=ddp"]  # what this step is for: fail, never fall back
+        command = ["-m", PACKAGE, "train", "--config", "configs/default.yaml"]
+        command += [word for setting in settings for word in ("--set", setting)]
+        cache = {"XDG_CACHE_HOME": tmp}  # the run's file index and decoded images go with the folder
+        code = code or check.shell.run([*torchrun, *command], cwd=PROJECT, env=cache, limit=HANG_S["ddp"])
+        metrics = out / "metrics.jsonl"
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    if check.shell.dry:
+        row.status = "ok"
+    elif code or len(rows) != 2:
+        row.status, row.detail = "FAILED", f"exit status {code}, {len(rows)} of 2 epochs in metrics.jsonl"
+    else:
+        last = rows[-1]
+        row.status = "ok"
+        row.detail = f"2 epochs; val_acc {100 * last['val_acc']:.1f}%, {last['images_per_second']:.0f} img/s"
+
+
+def benchmark(check: Check, row: Row) -> None:
+    report = OUT / "bench.json"
+    report.unlink(missing_ok=True)
+    bench = [check.python, REPO / "benchmarks" / "throughput.py", "--check", "--project", PROJECT, "--out", report]
+    with tempfile.TemporaryDirectory(prefix="gpu-check-bench-") as cache:  # its runs' caches, gone after it
+        code = check.shell.run(bench, env={"XDG_CACHE_HOME": cache}, limit=HANG_S["benchmark"])
+    cases = json.loads(report.read_text()) if report.exists() else []
+    row.status = "ok" if code == 0 and cases else "FAILED"
+    row.detail = f"{len(cases)} cases" if cases else f"exit status {code}"
+    for case in cases:
+        name = f"  {case['model']}@{case['image_size']}" + ("" if case["path"] == "auto" else f" {case['path']}")
+        row.below.append(
+            (
+                name,
+                f"trainer {case['b_generated_trainer']} img/s, compute-bound {case['a_compute_bound']} img/s "
+                f"({case['a_best_setting']}), ratio {case['b_over_a']}, "
+                f"host syncs/step {case['b_host_syncs_per_step']}",
+            )
+        )
+
+
+def table(rows: list[Row], facts: dict) -> str:
+    """The one table the check ends with: a line for the machine, a row per step, its findings below it."""
+    names = ", ".join(sorted(set(facts.get("names", [])))) or "no GPU"
+    red = [row.step for row in rows if row.red]
+    verdict = "PASSED" if not red else f"FAILED ({', '.join(red)})"
+    verdict = "DRY RUN, nothing ran" if any(row.status == "dry run" for row in rows) else verdict
+    machine = f"{facts.get('gpus', 0)} x {names}, driver {driver_version()}"
+    head = f"gpu-check: {verdict}; {machine}, torch {facts.get('torch')} (CUDA {facts.get('cuda')})"
+    lines = [("step", "result", "seconds", "detail")]
+    for row in rows:
+        lines.append((row.step, row.status, f"{row.seconds:.1f}", row.detail))
+        lines.extend((name, "", "", detail) for name, detail in row.below)
+    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    cells = [[*(cell.ljust(w) for cell, w in zip(line[:3], widths, strict=True)), line[3]] for line in lines]
+    text = ["  ".join(line).rstrip() for line in cells]
+    total = sum(row.seconds for row in rows)
+    return "\n".join([head, *text, f"total {total:.0f} s"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers for the project's GPU suite")
+    parser.add_argument("--dry-run", type=int, metavar="GPUS", help="print the steps' commands for GPUS GPUs")
+    args = parser.parse_args(argv)
+    shell = Shell(dry=args.dry_run is not None)
+    start = time.perf_counter()
+    system_torch = torch_of()
+    refusal = None if shell.dry else driver_refusal(driver_present())
+    facts: dict = {"gpus": args.dry_run, "names": ["(dry run)"]} if shell.dry else {}
+    if refusal is None and not shell.dry and system_torch[1] is not None:
+        facts = probe(sys.executable, shell)  # this Python's CUDA torch runs a kernel before anything else
+        refusal = facts.get("refused")
+    if refusal is not None:
+        print(f"gpu-check: nothing checked: {refusal}", flush=True)
+        return 1
+    check = Check(shell, facts.get("gpus", 0), args.workers)
+    found = f"{check.gpus} GPU(s): {', '.join(facts['names'])}" if facts else "no CUDA torch here yet: installed next"
+    check.rows.append(Row("preflight", "ok", time.perf_counter() - start, found))
+    print(f"-- preflight: ok in {check.rows[0].seconds:.1f} s: {found}", flush=True)
+    if not shell.dry:
+        OUT.mkdir(parents=True, exist_ok=True)  # the suites' reports and the benchmark's rows
+    check.step("environment", lambda row: environment(check, row))
+    if not facts and check.fatal is None:  # torch came with the environment: its GPUs now
+        facts = probe(check.python, shell)
+        check.gpus = facts.get("gpus", 0)
+    check.step("project", lambda row: project(check, row))
+    check.step("template GPU suite", lambda row: template_suite(check, row))
+    check.step("project GPU suite", lambda row: project_suite(check, row))
+    check.step("DDP job, 2 processes", lambda row: ddp_job(check, row))
+    check.step("benchmark check cases", lambda row: benchmark(check, row))
+    print()
+    print(table(check.rows, facts))
+    return 1 if any(row.red for row in check.rows) and not shell.dry else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
