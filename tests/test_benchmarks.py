@@ -50,6 +50,19 @@ def test_small_data_quick(tmp_path: Path) -> None:
     assert 0.0 <= rows[0]["best_val_acc"] <= 1.0 and rows[0]["max_val_loss"] > 0
 
 
+def test_finetune_quick(tmp_path: Path) -> None:
+    """Photos cut from matplotlib's sample picture: the source task, then the target task four ways."""
+    report = run_benchmark("finetune.py", tmp_path / "finetune.json")
+    assert isinstance(report, dict) and [row["way"] for row in report["ways"]] == [
+        "scratch", "head only", "full", "head, then full"
+    ]  # fmt: skip
+    for row in report["ways"]:
+        assert 0.0 <= row["best_val_acc"] <= 1.0 and row["seconds"] > 0 and row["fastest_epoch_s"] > 0
+    lines = {row["way"]: row["runs"][0]["model_line"] for row in report["ways"]}
+    assert "no pretrained weights" in lines["scratch"] and "best.pt (sha256 " in lines["full"]
+    assert " frozen (the backbone, in eval mode)" in lines["head only"]
+
+
 def test_shards_quick(tmp_path: Path) -> None:
     report = run_benchmark("shards.py", tmp_path / "shards.json")
     assert isinstance(report, dict) and report["pack_seconds"] > 0

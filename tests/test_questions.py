@@ -25,6 +25,8 @@ from .conftest import HANG_S, REPO, check, copier_cli, generate, run_in
         ({"project_name": "  "}, "must not be empty"),
         ({"project_slug": "My Project"}, "project_slug must start with a letter"),
         ({"model": "resnet19"}, "torchvision classifier"),
+        ({"model": "timm/Res Net"}, "is not a timm model name: write timm/<architecture>"),
+        ({"model": "timm/"}, "is not a timm model name"),
         ({"image_size": 8}, "between 16 and 1024"),
         ({"optimizer": "lbfgs"}, "optimizer"),
     ],
@@ -85,6 +87,15 @@ def test_a_long_answered_slug_gives_a_package_name_that_fits(template_repo: Path
     dest = generate(template_repo, tmp_path / "p", project_name="Land Cover", project_slug=slug)
     answers = yaml.safe_load((dest / ".copier-answers.yml").read_text())
     assert (answers["project_slug"], answers["package_name"]) == (slug, "hyperspectral_satellite_imagery_land")
+
+
+def test_a_timm_model_answer_becomes_the_default_and_its_extra_is_in_dev(template_repo: Path, tmp_path: Path) -> None:
+    """timm/<name> passes copier's validator by its form (its Jinja cannot import timm); the dev extra brings timm."""
+    dest = generate(template_repo, tmp_path / "p", model="timm/convnext_tiny.fb_in22k_ft_in1k")
+    config = yaml.safe_load((dest / "configs" / "default.yaml").read_text())
+    assert config["model"]["name"] == "timm/convnext_tiny.fb_in22k_ft_in1k"
+    pyproject = (dest / "pyproject.toml").read_text()
+    assert 'timm = ["timm>=' in pyproject and ",timm]" in pyproject
 
 
 def test_answers_become_config_defaults(template_repo: Path, tmp_path: Path) -> None:

@@ -53,6 +53,20 @@ def test_new_takes_the_newest_version_and_refuses_bad_answers(versioned_template
     )
 
 
+def test_new_checks_a_timm_answer_against_timms_registry(versioned_template: Path, tmp_path: Path) -> None:
+    """copier's validator sees a timm/<name> answer's form only; `new` asks timm, installed here (the dev extra)."""
+    bad = scaffold("new", tmp_path / "bad", "--template", versioned_template, "-d", "project_name=X",
+                   "-d", "model=timm/resnet_50")  # fmt: skip
+    assert "timm/resnet_50" in one_line_error(bad) and "did you mean timm/resnet50" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    tag = scaffold("new", tmp_path / "tag", "--template", versioned_template, "-d", "project_name=X",
+                   "-d", "model=timm/resnet50.no_such_tag")  # fmt: skip
+    assert "has no model 'resnet50.no_such_tag'" in one_line_error(tag)
+    made = scaffold("new", tmp_path / "ok", "--template", versioned_template, "-d", "project_name=X",
+                    "-d", "model=timm/resnet50.a1_in1k")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+
 def test_update_refuses_a_project_outside_git_or_with_uncommitted_work(
     versioned_template: Path, tmp_path: Path
 ) -> None:

@@ -6,7 +6,8 @@ Tracing and exporting record one input dtype, so unlike the eager model they
 do not also take uint8: convert with ``images.float() / 255`` first.
 
 Each artifact carries what a user of it needs besides the weights (class
-names, the evaluation resize and crop, mean and std: ``export_metadata``):
+names, the evaluation resize, its interpolation and crop, mean and std, the
+pretrained weights it started from: ``export_metadata``):
 ONNX in its ``metadata_props`` (strings only: each value JSON-encoded),
 TorchScript and ``.pt2`` as an extra file ``metadata.json`` inside the
 archive, one JSON object of plain values. ``read_metadata`` reads either back.
@@ -49,9 +50,12 @@ def export_metadata(loaded: Loaded) -> dict[str, Any]:
         "classes": loaded.classes,  # index i of the output is classes[i]
         "input": "float RGB in [0, 1], shape (batch, 3, crop, crop); normalization is inside the model",
         "resize": round(cfg.data.image_size / cfg.data.eval_crop_ratio),  # the shorter side, before the crop
+        "interpolation": cfg.data.interpolation,  # of that resize: the pretrained weights' own (data.interpolation)
         "crop": cfg.data.image_size,  # then the center crop, a square of this side
         "mean": cfg.model.mean,  # applied inside the model: for reference only
         "std": cfg.model.std,
+        # The published weights the training started from (models/weights.py), or null.
+        "pretrained_weights": (loaded.provenance.get("weights") or {}).get("label"),
     }
     return values
 

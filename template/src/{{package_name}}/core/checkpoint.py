@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import zipfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -161,10 +162,21 @@ def weights_of(state: dict[str, Any], extra_prefixes: tuple[str, ...] = ()) -> d
 
     DataParallel and DDP save ``module.``, ``torch.compile`` saves ``_orig_mod.``.
     """
-    weights = dict(state["model"]) if isinstance(state.get("model"), dict) else dict(state)
+    source = state["model"] if isinstance(state.get("model"), dict) else state
+    weights = with_metadata(source, source)
     for prefix in (*WRAPPER_PREFIXES, *extra_prefixes):
-        consume_prefix_in_state_dict_if_present(weights, prefix)
+        consume_prefix_in_state_dict_if_present(weights, prefix)  # the metadata's module names too
     return weights
+
+
+def with_metadata(tensors: dict[str, Any], source: Any) -> OrderedDict[str, Any]:
+    """``tensors`` as a state_dict carrying (a copy of) ``source``'s ``_metadata``, as ``state_dict()`` makes them:
+    the module versions some loaders need (torchvision's MNASNet refuses a state without them)."""
+    state = OrderedDict(tensors)
+    metadata = getattr(source, "_metadata", None)
+    if metadata is not None:
+        state._metadata = OrderedDict(metadata)  # type: ignore[attr-defined]
+    return state
 
 
 def load_model_state(
@@ -328,7 +340,7 @@ def load_matching(model: nn.Module, path: str | Path) -> str:
     """
     weights = weights_of(read_checkpoint(path))
     target = unwrap(model).state_dict()
-    matching = {k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}
+    matching = with_metadata({k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}, weights)
     if not matching:
         raise UserError(f"model.init_from {path}: no tensor fits this model; check model.name")
     unwrap(model).load_state_dict(matching, strict=False)

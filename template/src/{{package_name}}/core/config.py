@@ -35,6 +35,16 @@ from .errors import UserError
 
 CONFIG_VERSION = 1
 
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest")  # torchvision's InterpolationMode values that weights name
+# What the preprocessing keys (null by default) become without published weights to take them from: ImageNet's
+# statistics and the classic 224-of-256 evaluation crop, as torchvision's first weights had them.
+PLAIN_PREPROCESSING: dict[str, Any] = {
+    "mean": [0.485, 0.456, 0.406],
+    "std": [0.229, 0.224, 0.225],
+    "eval_crop_ratio": 0.875,
+    "interpolation": "bilinear",
+}
+
 # Keys that moved to another section. A checkpoint written before the move is read with the key at its
 # new place; a config file or --set that names the old key is refused with the new name (copier update
 # rewrites the project's configs/*.yaml).
@@ -65,8 +75,15 @@ class DataConfig:
     augment: bool = option(True, "random resized crop + horizontal flip for training")
     flip: bool = option(True, "the horizontal flip of augment; false for text, digits, anything with a handedness")
     crop_scale_min: float = option(0.5, "smallest area fraction kept by the random crop", bounds="(0, 1]")
-    eval_crop_ratio: float = option(
-        0.875, "evaluation resizes to image_size / ratio, then center-crops", bounds="(0, 1]"
+    eval_crop_ratio: float | None = option(
+        None,
+        "evaluation resizes to image_size / ratio, then center-crops; null: the weights' own, else 0.875",
+        bounds="(0, 1]",
+    )
+    interpolation: str | None = option(
+        None,
+        "the evaluation resize's interpolation; null: the weights' own, else bilinear",
+        choices=INTERPOLATIONS,
     )
     cache: str = option(
         "auto",
@@ -110,22 +127,29 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = option(ANSWERED["model"]["name"], "simple_cnn or a torchvision classifier (resnet18, ...)")
+    name: str = option(
+        ANSWERED["model"]["name"], "simple_cnn, a torchvision classifier (resnet18, ...) or timm/<name> (timm extra)"
+    )
     widths: list[int] = field(
         default_factory=lambda: [32, 64, 128],
         metadata=rules("simple_cnn: channels of each stage", bounds="(0, inf)", nonempty=True),
     )
     blocks_per_stage: int = option(2, "simple_cnn: conv blocks per stage", bounds="(0, inf)")
     dropout: float = option(0.2, "dropout before the classification head", bounds="[0, 1)")
-    pretrained_weights: str | None = option(None, "local state_dict file; never downloaded")
-    init_from: str | None = option(None, "a checkpoint to fine-tune from: matching tensors only")
-    freeze_backbone: bool = option(False, "train the head only")
-    mean: list[float] = field(
-        default_factory=lambda: [0.485, 0.456, 0.406], metadata=rules("normalization mean, one value per channel")
+    pretrained_weights: str | None = option(
+        None, "published weights by name (DEFAULT, IMAGENET1K_V1, ...: models/weights.py) or a local file"
     )
-    std: list[float] = field(
-        default_factory=lambda: [0.229, 0.224, 0.225],
-        metadata=rules("normalization std, one value per channel", bounds="(0, inf)"),
+    init_from: str | None = option(None, "a checkpoint to fine-tune from: matching tensors only")
+    freeze_backbone: bool = option(False, "train the head only; the backbone's batch norm stays in eval mode")
+    unfreeze_at_epoch: int = option(
+        0, "with freeze_backbone: the backbone trains too from this epoch on; 0: never", bounds="[0, inf)"
+    )
+    mean: list[float] | None = field(
+        default=None, metadata=rules("normalization mean, one value per channel; null: the weights' own")
+    )
+    std: list[float] | None = field(
+        default=None,
+        metadata=rules("normalization std, one value per channel; null: the weights' own", bounds="(0, inf)"),
     )
 
 
@@ -294,8 +318,22 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
             f"config version {config.version} is newer than this code understands ({CONFIG_VERSION}): "
             "update the project with `copier update`"
         )
+    if config.model.pretrained_weights is None:
+        fill_plain_preprocessing(config)  # before the checks: a mean of one value needs a std of one too
     validate(config)
     return config
+
+
+def fill_plain_preprocessing(config: Config) -> None:
+    """The preprocessing keys left null take ``PLAIN_PREPROCESSING``'s values (in place).
+
+    With ``model.pretrained_weights`` set they stay null here: ``models/preprocessing.py`` fills them from the
+    weights' metadata when a run or a checkpoint's command starts, which needs the models' registries.
+    """
+    for section in (config.model, config.data):
+        for key, value in PLAIN_PREPROCESSING.items():
+            if hasattr(section, key) and getattr(section, key) is None:
+                setattr(section, key, copy.copy(value))
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -353,5 +391,10 @@ def validate(config: Config) -> None:
         if problem:
             raise UserError(f"{key} {problem}")
     model = config.model
-    if len(model.mean) != len(model.std) or not model.std:
+    if model.mean is not None and model.std is not None and (len(model.mean) != len(model.std) or not model.std):
         raise UserError("model.mean and model.std need one value per channel, std > 0")
+    if model.unfreeze_at_epoch and not model.freeze_backbone:
+        raise UserError(
+            f"model.unfreeze_at_epoch {model.unfreeze_at_epoch} unfreezes a backbone that is not frozen: "
+            "set model.freeze_backbone: true (frozen until then), or model.unfreeze_at_epoch: 0"
+        )

@@ -137,14 +137,16 @@ class MemoryCache(Dataset):
         estimate = len(folder) * 3 * side * side * 4 // 3  # about a third more for aspect ratios
         refuse_if_too_big(estimate, mapped=store is not None)
         # Resized as evaluation resizes (data.build_transform): by Pillow for images, so cached pixels are predict's.
-        steps = [v2.Resize(side, antialias=True), v2.ToImage()]
+        interpolation = cfg.interpolation or "bilinear"  # data.interpolation: the pretrained weights' own
+        steps = [v2.Resize(side, v2.InterpolationMode(interpolation), antialias=True), v2.ToImage()]
         resize = v2.Compose([*(steps if cfg.format == "image" else steps[::-1]), v2.ToPureTensor()])
         paths = [path for path, _ in folder.samples]
 
         def decoded() -> Iterator[torch.Tensor]:
             return (resize(folder.loader(p)) for p in tracked(paths, f"caching {folder.root}", len(paths), progress))
 
-        key = CacheKey(str(folder.root), "resized", side, files, cfg.format)
+        kind = "resized" if interpolation == "bilinear" else f"resized-{interpolation}"  # pixels differ: a new file
+        key = CacheKey(str(folder.root), kind, side, files, cfg.format)
         stored = store.obtain(key, decoded, 8, estimate) if store is not None else None
         if stored is not None and len(stored.chunks) == len(paths):
             self.images = PackedImages.from_file(stored)

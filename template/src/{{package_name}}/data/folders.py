@@ -82,9 +82,15 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
     else:
         # Pillow resizes and crops a decoded image (torchvision a .npy array): Pillow alone then gives a
         # deployed model the pixels predict gives it (README, Export; torchvision's own kernel differs by 1).
-        fixed = [v2.Resize(round(size / cfg.eval_crop_ratio), antialias=True), v2.CenterCrop(size)]
+        resize = v2.Resize(round(size / cfg.eval_crop_ratio), eval_interpolation(cfg), antialias=True)
+        fixed = [resize, v2.CenterCrop(size)]
         steps = [*fixed, v2.ToImage()] if cfg.format == "image" else [v2.ToImage(), *fixed]
     return v2.Compose([*steps, v2.ToPureTensor()])
+
+
+def eval_interpolation(cfg: DataConfig) -> v2.InterpolationMode:
+    """``data.interpolation`` of the evaluation resize: the pretrained weights' own (models/preprocessing.py)."""
+    return v2.InterpolationMode(cfg.interpolation or "bilinear")  # null only in a config not yet filled
 
 
 def folder_dataset(

@@ -1,7 +1,8 @@
 """The network: a backbone that makes an embedding, and a linear head.
 
 ``simple_cnn`` is written out here; any torchvision classifier can stand in
-as the backbone, with its own head replaced by ``nn.Identity``.
+as the backbone, with its own head replaced by ``nn.Identity``, and any timm
+model (``timm_backbone.py``), without its classifier.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+from torchvision.models import vision_transformer
 
 from .. import extensions
-from ..core.checkpoint import read_checkpoint, weights_of
+from ..core.checkpoint import read_checkpoint, weights_of, with_metadata
 from ..core.config import ModelConfig
 from ..core.errors import UserError
+from . import timm_backbone
+from .preprocessing import normalization
+from .weight_files import TorchHubFile
+from .weights import Weights, resolve_weights
 
 
 class SimpleCNN(nn.Module):
@@ -78,6 +85,19 @@ class ImageClassifier(nn.Module):
         self.head: nn.Module = nn.Linear(num_features, num_classes) if num_classes > 0 else nn.Identity()
         self.num_features = num_features
 
+    @property
+    def backbone_frozen(self) -> bool:
+        """P13: frozen is ``requires_grad`` off for every backbone parameter (``model.freeze_backbone``)."""
+        return not any(parameter.requires_grad for parameter in self.backbone.parameters())
+
+    def train(self, mode: bool = True) -> ImageClassifier:
+        """A frozen backbone stays in eval mode: its batch-norm statistics stay the weights' (not this data's),
+        its dropout and stochastic depth off. DDP, DataParallel and torch.compile pass their ``train()`` here."""
+        super().train(mode)
+        if mode and self.backbone_frozen:
+            self.backbone.eval()
+        return self
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         if not x.is_floating_point():
             x = x.float().div(255)
@@ -116,31 +136,36 @@ def size_problem(name: str, image_size: int) -> str | None:
     return None
 
 
-def builder_options(name: str, image_size: int) -> dict[str, object]:
+def builder_options(name: str, image_size: int, published: bool = False) -> dict[str, object]:
     """What torchvision's builder must be told beyond the name: the size, or one output instead of three."""
     if name in PATCH_SIZE:
         return {"image_size": image_size}  # the position embeddings are made for this many patches
     if name in MULTIPLE_OF:
         return {"input_size": (image_size, image_size)}
     if name in ("googlenet", "inception_v3"):
-        # Their auxiliary heads return a tuple in training, and their default init warns (and is slow).
-        return {"aux_logits": False, "init_weights": True}
+        # Their auxiliary heads return a tuple in training, and their default init warns (and is slow). Their
+        # published weights expect inputs renormalised inside the model, as torchvision builds them for those.
+        return {"aux_logits": False, "init_weights": not published, "transform_input": published}
     return {}
 
 
-def torchvision_backbone(name: str, image_size: int = 224) -> tuple[nn.Module, int, str]:
+def torchvision_backbone(name: str, image_size: int = 224, published: bool = False) -> tuple[nn.Module, int, str]:
     """A torchvision classifier for ``image_size`` pixels, with its last Linear replaced by ``nn.Identity``.
 
     Returns the backbone, its embedding size and the replaced layer's name.
+    ``published``: it will receive torchvision's own weights.
     """
     names = torchvision_names()
     if name not in names:
         close = difflib.get_close_matches(name, [*names, "simple_cnn"], n=3)
-        raise UserError(f"unknown model.name {name!r}: use simple_cnn or a torchvision classifier ({', '.join(close)})")
+        raise UserError(
+            f"unknown model.name {name!r}: use simple_cnn, a torchvision classifier ({', '.join(close)}) or timm/<name>"
+        )
     problem = size_problem(name, image_size)
     if problem:
         raise UserError(problem)
-    network = torchvision.models.get_model(name, weights=None, **builder_options(name, image_size))  # no download
+    options = builder_options(name, image_size, published)
+    network = torchvision.models.get_model(name, weights=None, **options)  # weights load after: see load_pretrained
     if name.startswith("squeezenet"):
         # Its head is a 1x1 convolution before the pooling, not a Linear: pool the features instead.
         conv = network.classifier[1]
@@ -155,38 +180,80 @@ def torchvision_backbone(name: str, image_size: int = 224) -> tuple[nn.Module, i
 
 
 def build_model(cfg: ModelConfig, num_classes: int, image_size: int = 224) -> ImageClassifier:
-    """The configured network for ``image_size`` pixels (ViT and MaxViT are built for one size)."""
-    removed_head = ""
-    custom = extensions.custom_backbone(cfg.name)
-    if custom is not None:
-        backbone, num_features = custom
-    elif cfg.name == "simple_cnn":
-        backbone: nn.Module = SimpleCNN(cfg.widths, cfg.blocks_per_stage, in_channels=len(cfg.mean))
-        num_features = backbone.out_features
-    else:
-        backbone, num_features, removed_head = torchvision_backbone(cfg.name, image_size)
-    if cfg.pretrained_weights:
-        load_pretrained(backbone, Path(cfg.pretrained_weights), removed_head)
-    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, cfg.mean, cfg.std)
+    """The configured network for ``image_size`` pixels (ViT and MaxViT are built for one size).
+
+    ``model.pretrained_weights`` are found by ``models/weights.py`` (downloaded where they are missing and a
+    network is reachable); a null ``model.mean``/``model.std`` is the weights' own (``preprocessing.py``).
+    """
+    weights = resolve_weights(cfg)
+    path = weights.fetch() if weights is not None else None
+    mean, std = normalization(cfg, weights.expected if weights is not None else None)
+    backbone, num_features = build_backbone(cfg, image_size, len(mean), path, weights)
+    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, mean, std)
     if cfg.freeze_backbone:
-        # P13: frozen weights get no gradient; training/optim.py hands only trainable ones to the optimizer.
+        # P13: frozen weights get no gradient; training/optim.py hands the optimizer only trainable ones (and those
+        # that model.unfreeze_at_epoch trains later), and ImageClassifier.train keeps the backbone in eval mode.
         model.backbone.requires_grad_(False)
     return model
 
 
-def load_pretrained(backbone: nn.Module, path: Path, removed_head: str = "") -> None:
-    """Load a local weights file into the backbone; nothing is downloaded.
+def build_backbone(
+    cfg: ModelConfig, image_size: int, channels: int, path: Path | None, weights: Weights | None
+) -> tuple[nn.Module, int]:
+    """The backbone and its embedding size, with the weights of ``path`` loaded where there are any."""
+    custom = extensions.custom_backbone(cfg.name)
+    removed_head = ""
+    if custom is not None:
+        backbone, num_features = custom
+    elif cfg.name == "simple_cnn":
+        backbone = SimpleCNN(cfg.widths, cfg.blocks_per_stage, in_channels=channels)
+        num_features = backbone.out_features
+    elif timm_backbone.is_timm(cfg.name):
+        name = weights.timm_name if weights is not None else timm_backbone.checked_name(cfg.name)
+        own = file_weights(path) if path is not None and path.suffix != ".safetensors" else None
+        if own is None or not own[1]:  # timm reads its own files (its checkpoint filters adapt them)
+            backbone = timm_backbone.build(name, image_size, channels, path)
+            return backbone, timm_backbone.embedding_size(backbone)
+        backbone = timm_backbone.build(name, image_size, channels, None)  # a checkpoint of this project: below
+        num_features = timm_backbone.embedding_size(backbone)
+    else:
+        published = isinstance(weights and weights.file, TorchHubFile)  # torchvision's own file, by name
+        backbone, num_features, removed_head = torchvision_backbone(cfg.name, image_size, published)
+    if path is not None:
+        load_pretrained(backbone, path, removed_head, (cfg.name, image_size))
+    return backbone, num_features
 
-    Accepts a plain state_dict (e.g. torchvision's published weights) or a
-    checkpoint of this project; the old head's weights are dropped.
-    """
-    if not path.is_file():
-        raise UserError(f"model.pretrained_weights {path} not found: give the path of a local weights file")
-    state = weights_of(read_checkpoint(path), extra_prefixes=("backbone.",))
+
+def file_weights(path: Path) -> tuple[dict[str, torch.Tensor], bool]:
+    """A weights file's tensors, and whether it is a checkpoint of this project (then its backbone's alone)."""
+    state = weights_of(read_checkpoint(path))
+    own = any(key.startswith("backbone.") for key in state)
+    if own:
+        state = with_metadata({k: v for k, v in state.items() if k.startswith("backbone.")}, state)
+        consume_prefix_in_state_dict_if_present(state, "backbone.")  # the metadata's module names too
+    return state, own
+
+
+# Tensors of torchvision's published weights that this project's networks leave out: the auxiliary heads.
+LEFT_OUT = ("aux1.", "aux2.", "AuxLogits.")
+
+
+def load_pretrained(
+    backbone: nn.Module, path: Path, removed_head: str = "", network: tuple[str, int] = ("", 0)
+) -> None:
+    """Load a local weights file into the backbone: a plain state_dict (torchvision's files) or a checkpoint of
+    this project; the old head's weights are dropped. ``network``: the torchvision name and image size, for a
+    ViT's position embeddings made for another size (resampled, as torchvision's own fine-tuning does)."""
+    loaded, _ = file_weights(path)
     dropped = {f"{removed_head}.weight", f"{removed_head}.bias"} if removed_head else set()
-    state = {k: v for k, v in state.items() if k not in dropped and not k.startswith("head.")}
-    state = {k: v for k, v in state.items() if k not in ("mean", "std")}
-    missing, unexpected = backbone.load_state_dict(state, strict=False)
+    state = with_metadata({k: v for k, v in loaded.items() if k not in dropped and not k.startswith(LEFT_OUT)}, loaded)
+    name, image_size = network
+    if name in PATCH_SIZE and "encoder.pos_embedding" in state:
+        state = with_metadata(vision_transformer.interpolate_embeddings(image_size, PATCH_SIZE[name], state), state)
+    try:
+        missing, unexpected = backbone.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a tensor of another shape: torch's message names it on its last line
+        missing, unexpected = [str(exc).strip().splitlines()[-1].strip()], []
     if missing or unexpected:
         raise UserError(
             f"{path} does not fit model.name: {len(missing)} missing keys (e.g. {missing[:2]}), "

@@ -30,6 +30,7 @@ from ..data.loaders import build_loader
 from ..data.pipeline import square_side
 from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, packed_splits
 from ..models.classifier import ImageClassifier, build_model
+from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
 
 
@@ -59,6 +60,8 @@ def load_trained(
     """
     state = read_checkpoint(checkpoint)
     cfg = load_config(config, overrides, base=None if config else state.get("config", {}))
+    # The preprocessing the config leaves null is the checkpoint's: what its run trained and evaluated with.
+    cfg = with_trained_preprocessing(cfg, state.get("config", {}))
     classes = list(state["classes"])
     device = select_device(cfg.train.device)
     configure_backends(device, cfg.train.deterministic)

@@ -14,16 +14,20 @@ from ..core.config import OptimConfig
 from ..core.machine import fused_kernels
 
 
-def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, cfg: OptimConfig, frozen_too: bool = False) -> list[dict[str, Any]]:
     """Up to four groups: backbone or head, with or without weight decay.
 
     Biases and normalization weights (every tensor with fewer than two
     dimensions) get no weight decay; the backbone's learning rate is scaled by
-    ``backbone_lr_scale``. Frozen parameters are left out (P13).
+    ``backbone_lr_scale``. Frozen parameters are left out (P13), unless they
+    train later (``frozen_too``: ``model.unfreeze_at_epoch``): then they are in
+    their group from the start, and the optimizer skips them while their
+    gradient is None, so that the optimizer's state has one layout all run
+    long and a resume across the unfreezing epoch loads into it.
     """
     groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
     for name, param in model.named_parameters():
-        if not param.requires_grad:
+        if not param.requires_grad and not frozen_too:
             continue
         part = "head" if name.startswith("head.") else "backbone"
         groups.setdefault((part, param.ndim > 1), []).append(param)
@@ -51,9 +55,9 @@ def fused_on(device: torch.device) -> bool | None:
     return fused_kernels(device)
 
 
-def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: nn.Module, cfg: OptimConfig, frozen_too: bool = False) -> torch.optim.Optimizer:
     """SGD (Nesterov momentum when ``momentum`` > 0) or AdamW, fused on CUDA; build it after the model is moved."""
-    groups = param_groups(model, cfg)
+    groups = param_groups(model, cfg, frozen_too)
     device = next((p.device for group in groups for p in group["params"]), torch.device("cpu"))
     fused = fused_on(device)
     if cfg.name == "adamw":

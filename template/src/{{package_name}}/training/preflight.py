@@ -2,7 +2,7 @@
 
 Checking and decoding a data set takes minutes on a large one. A setting that
 cannot work (a model that cannot take the image size, a weights file that is
-not there, fp16 on a CPU, an extra that is not installed) used to be found
+not there or a weights name that none are known by, fp16 on a CPU, an extra that is not installed) used to be found
 after that, and left a run folder holding only ``.lock``; a setting that
 costs much (bf16 where the hardware only emulates it: 11-16x slower) was not
 said at all. ``check_before_data`` is the one place for such checks: the
@@ -23,6 +23,7 @@ from ..core.distributed import World, data_parallel_ids, sync_batchnorm
 from ..core.errors import UserError
 from ..core.optional import require
 from ..models.classifier import build_model
+from ..models.weights import resolve_weights
 from ..outputs.tracking import preflight as check_tracking
 
 # Emulated bf16 against fp32 on x86 CPUs without native bf16 math, by torch.backends.cpu.get_cpu_capability():
@@ -41,7 +42,7 @@ def check_before_data(cfg: Config, world: World, resume: str | None = None) -> l
     """
     device = world.device or torch.device("cpu")
     resolve_precision(cfg.train.precision, device)  # fp16 without CUDA: refused in its own words
-    check_files(cfg, resume)
+    check_files(cfg, resume, world)
     check_model(cfg)
     data_parallel_ids(device, cfg.train, cfg.data.batch_size, world)  # DataParallel's refusals (compile, batch)
     if cfg.train.sync_batchnorm:
@@ -53,12 +54,16 @@ def check_before_data(cfg: Config, world: World, resume: str | None = None) -> l
     return [warning] if warning else []
 
 
-def check_files(cfg: Config, resume: str | None) -> None:
-    """The files the config and ``--resume`` name exist (their contents are judged where they are loaded)."""
-    weights = cfg.model.pretrained_weights
-    if weights and not Path(weights).is_file():
-        # The same line as models/classifier.py's load_pretrained, which says it after the data otherwise.
-        raise UserError(f"model.pretrained_weights {weights} not found: give the path of a local weights file")
+def check_files(cfg: Config, resume: str | None, world: World) -> None:
+    """The files the config and ``--resume`` name exist (their contents are judged where they are loaded).
+
+    ``model.pretrained_weights``: a name it does not know, or a timm model without the timm extra, is one line
+    (models/weights.py); its file is found, or downloaded now by each node's first process (torch.hub's or the
+    Hugging Face cache), or one line says which file to fetch and where to put it.
+    """
+    weights = resolve_weights(cfg.model)
+    if weights is not None and world.local_rank == 0:
+        weights.fetch()
     if cfg.model.init_from and not Path(cfg.model.init_from).exists():
         raise UserError(f"model.init_from {cfg.model.init_from} not found: give the path of a checkpoint to start from")
     if resume not in (None, "auto") and not Path(str(resume)).exists():

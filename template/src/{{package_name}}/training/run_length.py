@@ -15,4 +15,9 @@ def run_length_warnings(cfg: Config, steps_per_epoch: int) -> list[str]:
             f"optim.warmup_epochs {cfg.optim.warmup_epochs} is not shorter than train.epochs {cfg.train.epochs}: "
             "the learning rate never reaches optim.lr; lower optim.warmup_epochs or train longer"
         )
+    if cfg.model.unfreeze_at_epoch > cfg.train.epochs:
+        warnings.append(
+            f"model.unfreeze_at_epoch {cfg.model.unfreeze_at_epoch} is after train.epochs {cfg.train.epochs}: "
+            "the backbone stays frozen all run; lower model.unfreeze_at_epoch or train longer"
+        )
     return [warning for warning in warnings if warning]

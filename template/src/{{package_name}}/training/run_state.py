@@ -156,6 +156,19 @@ def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_conf
     return f"; the learning-rate schedule was reshaped ({why}): lr {before[-1]:.2e} -> {after:.2e} from here"
 
 
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any], path: Path) -> None:
+    """The optimizer's state; other parameter groups (what trains changed since the checkpoint) in one line."""
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except ValueError as exc:
+        saved = state.get("config", {}).get("model", {})
+        raise UserError(
+            f"{path}'s optimizer does not fit this run ({exc}): it was trained with model.freeze_backbone "
+            f"{saved.get('freeze_backbone')} and model.unfreeze_at_epoch {saved.get('unfreeze_at_epoch') or 0}; "
+            "resume with those, or start a new run from it with model.init_from"
+        ) from None
+
+
 class RunState:
     """The one owner of a run checkpoint: ``save`` and ``restore``, built on ``state_dict`` / ``load_state_dict``.
 
@@ -203,7 +216,7 @@ class RunState:
         optimization = self.parts.optimization
         saved_model = state.get("config", {}).get("model")  # a mismatch then names both models
         load_model_state(self.parts.model, state["model"], path, models=(saved_model, self.cfg.model))
-        optimization.optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(optimization.optimizer, state, path)
         optimization.scheduler.load_state_dict(state["scheduler"])
         reshaped = sync_lr_to_schedule(optimization.scheduler, state.get("config", {}), self.cfg)
         if state.get("criterion"):  # files from before class weights have none

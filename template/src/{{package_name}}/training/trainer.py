@@ -10,6 +10,7 @@ what a run reports goes to the list of ``outputs/writers.py``.
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
@@ -55,10 +56,12 @@ from ..models.classifier import build_model
 from ..outputs.writers import build_outputs
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
+from .freezing import frozen_in, frozen_later, set_frozen
 from .holdout import evaluate_test_split
 from .optim import build_optimizer, build_scheduler
 from .preemption import GracefulStop, Preempted
 from .preflight import check_before_data
+from .pretrained import model_line, prepare_weights
 from .run_length import run_length_warnings
 from .run_lock import RunLock, claim_out_dir, missing_folders, remove_unused, resume_after_restart
 from .run_state import Progress, RunParts, RunState
@@ -91,6 +94,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         progress = trainer.state.restore(resume)
         trainer.warn_run_length(progress)
         trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
+        trainer.say(model_line(trainer.start, trainer.model))  # weights, parameters that train, preprocessing
         with GracefulStop() as stop:
             row = trainer.fit(progress, stop, epoch_end)
         finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
@@ -125,11 +129,17 @@ class Trainer:
     """
 
     def __init__(self, cfg: Config, world: World | None = None) -> None:
-        self.cfg = cfg
         world = world or World()
         # The device, chosen once for this process (init_world did under torchrun); the data reads it from the world.
         device = world.device or select_device(cfg.train.device, world.local_rank)
         self.world = replace(world, device=device)
+        # Before the data: pretrained weights by name are found (downloaded once per node), and the preprocessing
+        # keys the config leaves null take the weights' values; the filled config is the run's, in every checkpoint.
+        self.start = prepare_weights(cfg, self.world)
+        self.cfg = cfg = self.start.config
+        warning = self.start.filled.warning(self.start.weights.label if self.start.weights else "")
+        if warning:
+            self.say(f"warning: {warning}")
         self.out_dir = Path(cfg.train.out_dir)
         seed_everything(cfg.train.seed)
         configure_backends(device, cfg.train.deterministic)
@@ -145,7 +155,8 @@ class Trainer:
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
             claim_out_dir(self.out_dir, self.lock)
-        record = provenance(train_set, val_set)  # where the run's code and data came from: in every checkpoint
+        # Where the run's code, data and pretrained weights came from: in every checkpoint.
+        record = {**provenance(train_set, val_set), "weights": self.start.record()}
         # Every rank waits here (a long timeout, not collective_timeout) until all have set up their data: a
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
@@ -178,16 +189,16 @@ class Trainer:
         # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
         # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
-        compiled = torch.compile(self.model) if cfg.train.compile else self.model
-        replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
-        self.wrapped = wrap_model(compiled, device, replicas, self.compute.autocast_dtype, self.world)
+        self.compiled = torch.compile(self.model) if cfg.train.compile else self.model
+        self.replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
+        self.wrap()
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
-        self.cuda_ids = replicas or ([device.index or 0] if device.type == "cuda" else [])
+        self.cuda_ids = self.replicas or ([device.index or 0] if device.type == "cuda" else [])
         # train.ema_decay: a moving average of the weights, buffers included, updated on the device after each
         # optimizer step with no copy from the host (ema.py).
         self.ema = WeightAverage(self.model, cfg.train.ema_decay) if cfg.train.ema_decay else None
         weights = balanced_class_weights(train_set) if cfg.optim.class_weights == "balanced" else None
-        optimizer = build_optimizer(self.model, cfg.optim)
+        optimizer = build_optimizer(self.model, cfg.optim, frozen_too=frozen_later(cfg.model))
         self.parts = Optimization(
             optimizer,
             build_scheduler(optimizer, cfg.optim, self.steps_per_epoch, cfg.train.epochs),
@@ -195,6 +206,25 @@ class Trainer:
             # P9: the class weights are a buffer of the loss: moved by .to(), saved in its state_dict.
             nn.CrossEntropyLoss(weight=weights, label_smoothing=cfg.optim.label_smoothing).to(device),
         )
+
+    def wrap(self) -> None:
+        """``wrapped``: the (compiled) model inside DDP or DataParallel, or itself (P14)."""
+        compute = self.compute
+        self.wrapped = wrap_model(self.compiled, compute.device, self.replicas, compute.autocast_dtype, self.world)
+
+    def freeze_for(self, epoch: int) -> None:
+        """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
+        registers the parameters that train when it is made, and would never average the backbone's gradients."""
+        frozen = frozen_in(self.cfg.model, epoch)
+        if not set_frozen(self.model, frozen):
+            return
+        if not frozen:
+            scale = self.cfg.optim.backbone_lr_scale
+            self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
+        if self.world.distributed:
+            self.wrapped = self.compiled  # the old DDP's gradient hooks go with it, before the new one adds its own
+            gc.collect()
+            self.wrap()
 
     def fit(self, progress: Progress, stop: GracefulStop, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
         """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
@@ -207,6 +237,7 @@ class Trainer:
             progress.totals = totals
             # A resumed epoch starts at the batch after the last one trained: the same data, crops and mixing.
             self.batches.set_epoch(epoch, start=totals.batches)
+            self.freeze_for(epoch)  # model.freeze_backbone, until model.unfreeze_at_epoch
             # P11: dropout and batch-norm statistics need train mode; the last evaluation left eval mode.
             self.wrapped.train()
             started, seen_before = time.perf_counter(), totals.seen

@@ -1,0 +1,37 @@
+"""Which epochs train the backbone: ``model.freeze_backbone`` and ``model.unfreeze_at_epoch`` (P13).
+
+A frozen backbone has ``requires_grad`` off (no gradient, so the optimizer
+skips it) and stays in eval mode (``ImageClassifier.train``). The state is a
+function of the epoch, so a run resumed across the unfreezing epoch freezes
+and unfreezes where the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..core.config import ModelConfig
+
+
+def frozen_in(cfg: ModelConfig, epoch: int) -> bool:
+    """Whether the backbone is frozen while epoch ``epoch`` (counted from 1) trains."""
+    return cfg.freeze_backbone and not (cfg.unfreeze_at_epoch and epoch >= cfg.unfreeze_at_epoch)
+
+
+def set_frozen(model: nn.Module, frozen: bool) -> bool:
+    """Freeze or unfreeze ``model.backbone``; True when that changed something."""
+    if model.backbone_frozen == frozen:
+        return False
+    model.backbone.requires_grad_(not frozen)
+    return True
+
+
+def parameter_counts(model: nn.Module) -> tuple[int, int]:
+    """(trainable, frozen) parameter counts."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return trainable, sum(p.numel() for p in model.parameters()) - trainable
+
+
+def frozen_later(cfg: ModelConfig) -> bool:
+    """Frozen parameters that train later belong in the optimizer from the start (``training/optim.py``)."""
+    return cfg.freeze_backbone and cfg.unfreeze_at_epoch > 0
