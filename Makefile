@@ -12,7 +12,7 @@ DEMO := demo-project
 # not help; the project suite is the long pole.
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
-.PHONY: demo test lint bench env clean tags test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
+.PHONY: demo test lint bench env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
 
 env: $(STAMP)
 
@@ -54,6 +54,12 @@ lint: $(STAMP)
 # 2-core EPYC with two workers, 8 min 17 s instead of 8 min 56 s, and 15 instead of 16.5 CPU-minutes.
 test: lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every benchmark script's --quick run (tests/test_benchmarks.py, marked bench): that each still runs against this
+# checkout, in about 2 minutes on 2 cores. Not in make test, which it would take past 8 minutes (113 CPU-seconds of
+# some 40 Python processes); .ci/run runs it after make test, and the template's CI workflow in a job of its own.
+test-bench: $(STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m bench -n 2 tests/test_benchmarks.py
 
 # Before each release: a project whose every answer differs from the default (tests/test_other_answers.py), then
 # every row of the answer matrix (tests/test_matrix.py), each with its generated project's whole suite and under

@@ -1,5 +1,10 @@
 """Every benchmark still runs: its ``--quick`` mode (tiny sizes, seconds), so a refactor that breaks one fails here.
 
+The quick runs are marked ``bench``: ``make test-bench`` runs them (CI runs it after ``make test``, and the
+template's workflow in a job of its own). They start about 40 Python processes between them (the scripts, the
+trainers they time, the projects they generate): 113 CPU-seconds, which ``make test`` cannot hold within its 8
+minutes beside the behaviour tests. The tests of the benchmarks' logic, in this process, stay in ``make test``.
+
 The figures of a quick run mean nothing; what is checked is that each script
 runs to its end against this checkout's generated project and writes the
 rows it promises, with positive rates and accuracies in [0, 1].
@@ -34,6 +39,7 @@ def run_benchmark(script: str, out: Path, *args: str) -> object:
     return json.loads(out.read_text())
 
 
+@pytest.mark.bench
 def test_recipe_accuracy_quick(tmp_path: Path) -> None:
     # The shapes only: digits and patches need scikit-learn and scikit-image, which the dev environment lacks
     # (a quick run takes them where installed: minutes, not the seconds this smoke test is for).
@@ -44,12 +50,14 @@ def test_recipe_accuracy_quick(tmp_path: Path) -> None:
         assert 0.0 <= row["best_val_acc"] <= 1.0 and row["seconds_per_epoch"] > 0
 
 
+@pytest.mark.bench
 def test_small_data_quick(tmp_path: Path) -> None:
     rows = run_benchmark("small_data.py", tmp_path / "small.json")
     assert isinstance(rows, list) and len(rows) == 1
     assert 0.0 <= rows[0]["best_val_acc"] <= 1.0 and rows[0]["max_val_loss"] > 0
 
 
+@pytest.mark.bench
 def test_finetune_quick(tmp_path: Path) -> None:
     """Photos cut from matplotlib's sample picture: the source task, then the target task four ways."""
     report = run_benchmark("finetune.py", tmp_path / "finetune.json")
@@ -63,6 +71,7 @@ def test_finetune_quick(tmp_path: Path) -> None:
     assert " frozen (the backbone, in eval mode)" in lines["head only"]
 
 
+@pytest.mark.bench
 def test_shards_quick(tmp_path: Path) -> None:
     report = run_benchmark("shards.py", tmp_path / "shards.json")
     assert isinstance(report, dict) and report["pack_seconds"] > 0
@@ -71,6 +80,7 @@ def test_shards_quick(tmp_path: Path) -> None:
     assert report["disk"]["shards"]["files"] == 3  # train, val and the manifest
 
 
+@pytest.mark.bench
 def test_versus_quick(tmp_path: Path) -> None:
     report = run_benchmark("versus.py", tmp_path / "versus.json", "HEAD", "HEAD")
     assert isinstance(report, dict)
@@ -78,12 +88,14 @@ def test_versus_quick(tmp_path: Path) -> None:
     assert all(rate > 0 for rates in report["rates"].values() for rate in rates)
 
 
+@pytest.mark.bench
 def test_checkpoint_cost_quick(tmp_path: Path) -> None:
     rows = run_benchmark("checkpoint_cost.py", tmp_path / "checkpoint.json")
     assert isinstance(rows, list) and [row["model"] for row in rows] == ["simple_cnn"]
     assert rows[0]["checkpoint_mb"] > 0 and rows[0]["epoch_s"] > 0
 
 
+@pytest.mark.bench
 def test_throughput_quick(tmp_path: Path) -> None:
     """One model on the CPU: the three columns (compute bound, trainer, naive loop) of one size."""
     rows = run_benchmark("throughput.py", tmp_path / "throughput.json", "--only", "simple_cnn", "--device", "cpu")
@@ -92,6 +104,7 @@ def test_throughput_quick(tmp_path: Path) -> None:
         assert rows[0][column] > 0, rows[0]
 
 
+@pytest.mark.bench
 def test_startup_quick(tmp_path: Path) -> None:
     """200 files: ImageFolder's scan, the trainer's first and second start, each timed to its first step."""
     rows = run_benchmark("startup.py", tmp_path / "startup.json", "--data", str(tmp_path / "data"))
@@ -100,6 +113,7 @@ def test_startup_quick(tmp_path: Path) -> None:
     assert len(starts) == 2 and all(rows[0][key] > 0 for key in starts) and rows[0]["scan_s"] >= 0, rows[0]
 
 
+@pytest.mark.bench
 def test_large_photos_quick(tmp_path: Path) -> None:
     """Photos made from matplotlib's sample picture: the decode rates, small files, the generated cache fill."""
     report = run_benchmark("large_photos.py", tmp_path / "photos.json")
@@ -111,6 +125,7 @@ def test_large_photos_quick(tmp_path: Path) -> None:
     assert report["cache_fill"]["before"]["images"] == report["cache_fill"]["after"]["images"] == 2
 
 
+@pytest.mark.bench
 def test_gloo_exit_race_quick(tmp_path: Path) -> None:
     """PyTorch's exit race (core/distributed.py, end_process): a rank that ends with os._exit never aborts; the
     plain exit aborts in most runs (22 of 30 on a busy 2-core EPYC), so one run of it may go either way."""
