@@ -113,10 +113,18 @@ def test_pre_commit_system_hooks_run_from_the_project_environment(project: Path,
     assert refused.returncode == 1 and str(big) in refused.stderr
     python_files = sorted((project / "src").rglob("*.py"))
     assert run_hook(hooks["ruff-check"], python_files, project, path).returncode == 0
-    practices = run_hook(hooks["torch-scaffold-check"], python_files, project, path)
+    # The hook's wiring, on the files the practices rules most concern (test_lint checks the whole project, and
+    # torchfix takes about 10 CPU-seconds over every file).
+    package = next((project / "src").iterdir())
+    staged = [package / "core" / "checkpoint.py", package / "training" / "engine.py", package / "data" / "decode.py"]
+    practices = run_hook(hooks["torch-scaffold-check"], staged, project, path)
     assert practices.returncode == 0 and "no findings" in practices.stdout, practices.stderr
+    planted = tmp_path / "planted.py"
+    planted.write_text("import torch\n\nx = torch.zeros(2).cuda()\n")
+    found = run_hook(hooks["torch-scaffold-check"], [*staged, planted], project, path)
+    assert found.returncode != 0 and "TSC103" in found.stdout, found.stdout  # a staged .cuda() stops the commit
     # Without torch-scaffold installed: a note, and the commit goes through.
-    missing = run_hook(hooks["torch-scaffold-check"], python_files, project, "/usr/bin:/bin")
+    missing = run_hook(hooks["torch-scaffold-check"], staged, project, "/usr/bin:/bin")
     assert missing.returncode == 0 and "torch-scaffold is not installed, practices not checked" in missing.stdout
 
 
