@@ -10,7 +10,7 @@ DEMO := demo-project
 # suite grew (server profile, shards, second start): 8 min 04 s and 9 min 04 s on two fresh clones of one commit on
 # 2026-11-25 (the machine's speed varies), both cores busy throughout (16 to 18 CPU-minutes), so more workers would
 # not help; the project suite is the long pole.
-PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: demo test lint bench env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
 

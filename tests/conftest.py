@@ -35,37 +35,6 @@ HANG_S = 3600
 GPU_CHECK = os.environ.get("TORCH_SCAFFOLD_GPU_CHECK") == "1"
 
 
-# The longest test: a generated project's whole suite, about 6 minutes with its own workers (make test's long pole).
-LONGEST = "tests/test_generate.py::test_project_tests_pass"
-# The costliest files after it, most CPU-seconds first (make test on 2026-11-26: 78, 70, 62, 42, 42, 35, 32, 31,
-# 28): handed out first, so that the run does not end with one long file on one worker. Others follow in
-# collection order. A file that grows only costs a little balance here, never a failure.
-COSTLIEST = (
-    "tests/test_update_edges.py",
-    "tests/test_gpu_check.py",
-    "tests/test_scaffold_cli.py",
-    "tests/test_matrix.py",
-    "tests/test_lint.py",
-    "tests/test_update.py",
-    "tests/test_questions.py",
-    "tests/test_migrations.py",
-    "tests/test_change_guide.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest test first, then the costliest files. xdist's ``--dist loadfile --no-loadscope-reorder``
-    hands files out in collection order (its default reorder, by test count, started the project's suite after
-    two other files and the run ended with it alone: make test 8 min 31 s; in this order: MEASURED)."""
-    order = [LONGEST.split("::")[0], *COSTLIEST]
-
-    def rank(item: pytest.Item) -> tuple[int, bool]:
-        file = item.nodeid.split("::")[0]
-        return (order.index(file) if file in order else len(order), item.nodeid != LONGEST)
-
-    items.sort(key=rank)  # stable: within a file, and among the files not named, collection order stays
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
     """Under ``TORCH_SCAFFOLD_GPU_CHECK=1`` a ``gpu`` test that skips (no CUDA, say) fails, naming why it skipped."""
