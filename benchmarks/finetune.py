@@ -38,13 +38,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import io
 import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,8 +49,9 @@ from typing import Any
 
 import matplotlib
 import numpy as np
-from copier import run_copy
+from generated import import_generated  # sibling scripts: benchmarks/ is on the path of a script run from it
 from PIL import Image, ImageEnhance
+from startup import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
 PHOTO = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
@@ -146,20 +144,12 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return means | {"runs": runs}
 
 
-def cpu_model() -> str:
-    """The CPU's model name, as lscpu prints it (/proc/cpuinfo), else what platform knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return names[0] if names else platform.processor()
-
-
 def machine() -> dict[str, Any]:
     """Where the figures come from: the CPU, its cores and threads, and how busy the machine was."""
     import torch
 
     return {
-        "cpu": cpu_model(),
+        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "load_average_at_start": os.getloadavg(),
@@ -210,12 +200,7 @@ def main() -> None:
         args.target_train, args.target_val = [2], 2
     photo = Image.open(PHOTO).convert("RGB")
     with tempfile.TemporaryDirectory() as tmp:
-        project = Path(tmp) / "project"
-        data = {"project_name": "Finetune", "package_name": "finetune_pkg"}
-        run_copy(str(REPO), project, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
-        sys.path.insert(0, str(project / "src"))
-        package = importlib.import_module("finetune_pkg")
-        importlib.import_module("finetune_pkg.cli")
+        package = import_generated(Path(tmp) / "project", "Finetune", "finetune_pkg")
         report = run(package, Path(tmp), photo, args)
     print(f"\n{'a class':>7} {'way':<16} {'epoch 1':>8} {'epoch 3':>8} {'best':>8} {'last':>8} {'epoch s':>8}")
     for row in report["ways"]:

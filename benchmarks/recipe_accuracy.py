@@ -30,7 +30,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ import numpy as np
 import torch
 from copier import run_copy
 from PIL import Image
+from startup import cpu_name  # a sibling script: benchmarks/ is on the path of a script run from it
 
 REPO = Path(__file__).resolve().parents[1]
 # The template commit the project is generated from (its HEAD): a row can be measured again from it.
@@ -94,15 +94,6 @@ def write_patches(root: Path, seed: int = 0) -> Path:
     return root
 
 
-def cpu_model() -> str:
-    """The CPU's model name as lscpu prints it: figures are comparable only on the same one."""
-    cpuinfo = Path("/proc/cpuinfo")
-    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, settings: list[str]) -> dict[str, Any]:
     config = importlib.import_module(f"{PACKAGE}.core.config")
     trainer = importlib.import_module(f"{PACKAGE}.training.trainer")
@@ -123,7 +114,7 @@ def run(project: Path, root: Path, recipe: str | None, epochs: int, out: Path, s
         "test_acc": json.loads(test.read_text())["test_acc"] if test.is_file() else None,
         "seconds_per_epoch": round(sum(row["epoch_seconds"] for row in rows) / len(rows), 2),
         "wall_seconds": round(seconds, 1),
-        "cpu": cpu_model(),
+        "cpu": cpu_name(),
         "threads": torch.get_num_threads(),
         "commit": TEMPLATE_COMMIT,
     }

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import io
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from copier import run_copy
+from generated import import_generated  # a sibling script: benchmarks/ is on the path of a script run from it
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = [  # (optimizer, lr, warmup epochs)
@@ -71,12 +69,7 @@ def main() -> None:
         args.models = "simple_cnn"
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        project = Path(tmp) / "project"
-        data = {"project_name": "Small", "package_name": "small_pkg"}
-        run_copy(str(REPO), project, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
-        sys.path.insert(0, str(project / "src"))
-        package = importlib.import_module("small_pkg")
-        importlib.import_module("small_pkg.cli")
+        package = import_generated(Path(tmp) / "project", "Small", "small_pkg")
         from small_pkg.data.sample_data import write_sample_data
 
         root = write_sample_data(Path(tmp) / "data", train_per_class=40, val_per_class=10, image_size=64, seed=1)
