@@ -59,3 +59,16 @@ class GracefulStop:
     ) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def hold_stop_signals() -> None:
+    """SIGTERM and SIGUSR1 no longer end this process, which is ending already: its closing and its error line first.
+
+    Called once a process has lost the others (a collective failed). torchrun's agent then sends SIGTERM to every
+    process still running, and one that was closing its outputs (rank 0 draws curves.png) died of it before it
+    said why: on a busy 2-core machine, in one make test of several. The agent still ends a process that outstays
+    its grace period (SIGKILL); Ctrl-C still interrupts.
+    """
+    if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+        for signum in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(signum, signal.SIG_IGN)

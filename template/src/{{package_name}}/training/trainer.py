@@ -59,7 +59,7 @@ from .engine import EpochTotals, Optimization, evaluate, train_step
 from .freezing import frozen_in, frozen_later, set_frozen
 from .holdout import evaluate_test_split
 from .optim import build_optimizer, build_scheduler
-from .preemption import GracefulStop, Preempted
+from .preemption import GracefulStop, Preempted, hold_stop_signals
 from .preflight import check_before_data
 from .pretrained import model_line, prepare_weights
 from .run_length import run_length_warnings
@@ -109,9 +109,12 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         raise
     except RuntimeError as error:
         # An op with no deterministic kernel in deterministic mode, or another process lost: one line each.
-        explained = nondeterminism_error(error) or collective_failure(error, world)
+        lost = collective_failure(error, world)
+        explained = nondeterminism_error(error) or lost
         if explained is None:
             raise
+        if lost is not None:
+            hold_stop_signals()  # torchrun's SIGTERM to the survivors must not cut off the cleanup and this line
         raise explained from None
     finally:
         if trainer is not None:
