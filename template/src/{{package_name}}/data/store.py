@@ -83,9 +83,13 @@ class CacheKey:
 
     def fields(self) -> dict[str, Any]:
         # The decode contract's version (decode.py): pixels decoded another way are made again, never mixed in.
-        versions = {"format": CACHE_FORMAT, "decode": DECODE_VERSION, "torch": str(torch.__version__)}
-        versions["torchvision"] = torchvision.__version__
-        return {**dataclasses.asdict(self), **versions}
+        made_by = {
+            "format": CACHE_FORMAT,
+            "decode": DECODE_VERSION,
+            "torch": str(torch.__version__),
+            "torchvision": torchvision.__version__,
+        }
+        return {**dataclasses.asdict(self), **made_by}
 
     def file_name(self) -> str:
         fields = hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:12]
