@@ -121,7 +121,7 @@ def save_sample_grid(images: torch.Tensor, path: str | Path, labels: Sequence[st
 
 
 def draw_curves(rows: list[dict[str, Any]], path: Path, resumed_at: Sequence[float] = ()) -> str | None:
-    """``curves.png`` after every epoch; returns why not, once, when matplotlib is missing."""
+    """``curves.png`` from the rows so far (``CurvesOutput`` says when); returns why not when matplotlib is missing."""
     from ..core.errors import UserError
     from .plots import plot_curves
 
