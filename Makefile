@@ -7,9 +7,9 @@ DEMO := demo-project
 # Three pytest-xdist workers on two cores (one mostly waits for the project suite, which runs its own two);
 # whole files per worker, so a module's fixtures (the matrix's 17 projects) are made once. With one thread a
 # process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers. Since then the
-# suite grew (server profile, shards, second start, decode zoo, timm): 8 min 37 s on a fresh clone on 2026-11-26,
-# 914 CPU-seconds with the two cores busy 89% of the time: more workers could win at most that idle 11%, and
-# another order of the files did not (the project suite started first: 8 min 58 s). The project suite is the long pole.
+# suite grew (server profile, shards, second start, decode zoo, timm): 8 min 21 s and 8 min 32 s on fresh clones of
+# 0.7.2, some 930 CPU-seconds (process accounting) with the two cores busy about 93% of the time: four workers
+# (8 min 51 s) and another order of the files (the project suite first: 8 min 45 s) did not win that idle time back.
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: demo test lint bench env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
