@@ -152,9 +152,11 @@ def pack_shards_command(args: argparse.Namespace) -> int:
 
 def train_command(args: argparse.Namespace) -> int:
     from .core.config import load_config
+
+    cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)  # a bad value is said before torch loads
+
     from .training.trainer import train
 
-    cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
     row = train(cfg, resume=args.resume)
     if row and os.environ.get("RANK", "0") == "0":  # under torchrun, one process speaks for the run
         ended = f"stopped after epoch {row['epoch']} ({row['stop_reason']}); " if "stop_reason" in row else ""
@@ -260,10 +262,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def entry() -> None:
-    """The program (console script, ``python -m``): ``main``, then the process ends as core/distributed.py says."""
+    """The program (console script, ``python -m``): ``main``, then the process ends as core/distributed.py says.
+
+    core/distributed.py imports torch (2 CPU-seconds): a command that never did (``--help``, ``sample-data``,
+    a config error) has no process group to race at exit, and ends at once.
+    """
+    code = main()
+    if "torch" not in sys.modules:
+        sys.exit(code)
     from .core.distributed import end_process
 
-    end_process(main())
+    end_process(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
