@@ -43,13 +43,17 @@ def picture(width: int, height: int, seed: int = 0, horizontal: bool = True, noi
     """An asymmetric RGB picture: a ramp left to right (red), stripes (green), a ramp top to bottom with ``noise``
     (blue: a sensor's noise, or a small file's texture), a bright top-left corner."""
     rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
+    # A column and a row, broadcast: the 12-megapixel photo's full int64 grids took 2.5 CPU-seconds a zoo.
+    y, x = np.arange(height)[:, None], np.arange(width)[None, :]
     stripes = ((y if horizontal else x) // max(2, min(width, height) // 8)) % 2
-    red = x * 200 // max(width - 1, 1) + 20
-    blue = y * 120 // max(height - 1, 1) + 60 + rng.integers(-noise, noise + 1, (height, width)) // 2
-    image = np.stack([red, 60 + 140 * stripes, blue], axis=2).clip(0, 255)
+    image = np.empty((height, width, 3), dtype=np.uint8)
+    image[:, :, 0] = (x * 200 // max(width - 1, 1) + 20).clip(0, 255)  # red
+    image[:, :, 1] = 60 + 140 * stripes  # green
+    image[:, :, 2] = (y * 120 // max(height - 1, 1) + 60 + rng.integers(-noise, noise + 1, (height, width)) // 2).clip(
+        0, 255
+    )  # blue
     image[: height // 4, : width // 4] = (250, 250, 250)  # the top-left corner says which way is up
-    return image.astype(np.uint8)
+    return image
 
 
 def write_png16(path: Path, samples: np.ndarray) -> None:
