@@ -232,8 +232,12 @@ def test_under_the_switch_a_gpu_test_that_skips_fails(project: Path) -> None:
     suites = [(project, ["tests/test_gpu.py", "-k", "auto_precision or second_gpu"]), (REPO, ["tests/test_gpu.py"])]
     for cwd, selection in suites:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-m", "gpu", *selection]
-        env = {**os.environ, "PYTHONPATH": str(project / "src"), "GPU_PROJECT": str(project)}
-        env["TORCH_SCAFFOLD_GPU_CHECK"] = "1"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(project / "src"),
+            "GPU_PROJECT": str(project),
+            "TORCH_SCAFFOLD_GPU_CHECK": "1",
+        }
         red = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
         assert red.returncode != 0 and " skipped" not in red.stdout.splitlines()[-1], red.stdout
         assert "skipped under TORCH_SCAFFOLD_GPU_CHECK=1, where a skip has checked nothing" in red.stdout

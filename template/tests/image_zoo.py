@@ -49,9 +49,8 @@ def picture(width: int, height: int, seed: int = 0, horizontal: bool = True, noi
     image = np.empty((height, width, 3), dtype=np.uint8)
     image[:, :, 0] = (x * 200 // max(width - 1, 1) + 20).clip(0, 255)  # red
     image[:, :, 1] = 60 + 140 * stripes  # green
-    image[:, :, 2] = (y * 120 // max(height - 1, 1) + 60 + rng.integers(-noise, noise + 1, (height, width)) // 2).clip(
-        0, 255
-    )  # blue
+    blue = y * 120 // max(height - 1, 1) + 60 + rng.integers(-noise, noise + 1, (height, width)) // 2
+    image[:, :, 2] = blue.clip(0, 255)
     image[: height // 4, : width // 4] = (250, 250, 250)  # the top-left corner says which way is up
     return image
 
