@@ -26,7 +26,8 @@ from .reporting import MetricsLog, draw_curves, save_sample_grid, target_labels
 from .tensorboard_log import TensorBoardLog
 from .tracking import MlflowRun, enabled
 
-# Seconds between drawings of curves.png, counted from the run's start: the last epoch always draws. A drawing costs
+# Seconds between drawings of curves.png, counted from when the run's outputs are set up (once its data is): the
+# last epoch always draws. A drawing costs
 # 0.2 to 0.3 CPU-seconds (a third of a test-sized run), spent on rank 0 while the other ranks wait at the next
 # collective; a curve of one point after the first quick epoch would say little.
 CURVES_EVERY = 30.0
@@ -84,12 +85,13 @@ class MetricsOutput(Output):
 
 
 class CurvesOutput(Output):
-    """``curves.png``: at most every ``CURVES_EVERY`` seconds from the run's start, at the last epoch and at the
-    end; it then shows every epoch the run finished, however it ended. A run of quick epochs draws once."""
+    """``curves.png``: at most every ``CURVES_EVERY`` seconds from when it is made (the run's outputs, once its data
+    is set up), at the last epoch and at the end; it then shows every epoch the run finished, however it ended. A
+    run of quick epochs draws once."""
 
     def __init__(self, log: MetricsLog, path: Path, epochs: int) -> None:
         self.log, self.path, self.epochs = log, path, epochs
-        # When it was last drawn (the run's start: the first drawing waits too), and whether rows came since.
+        # When it was last drawn (made now: the first drawing waits too), and whether rows came since.
         self.drawn, self.stale = time.perf_counter(), False
         self.note: str | None = None
 
