@@ -4,13 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := demo-project
-# Three pytest-xdist workers on two cores (one mostly waits for the project suite, which runs its own two);
-# whole files per worker, so a module's fixtures (the matrix's 17 projects) are made once. With one thread a
-# process (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers. Since then the
-# suite grew (server profile, shards, second start, decode zoo, timm): 8 min 21 s and 8 min 32 s on fresh clones of
-# 0.7.2 (890 CPU-seconds, process accounting); 0.7.3 starts fewer torch-importing processes: 7 min 22 s twice,
-# 815 to 845 CPU-seconds, the two cores busy about 92% of the time. Four workers (8 min 51 s) and another order of
-# the files (the project suite first: 8 min 45 s) did not win that idle time back.
+# Three pytest-xdist workers on two cores (one mostly waits for the project suite, which runs its own two); whole
+# files per worker, so a module's fixtures (the matrix's 17 projects) are made once. With one thread a process
+# (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers. Since then the suite grew
+# (server profile, shards, second start, decode zoo, timm): 8 min 21 s and 8 min 32 s on fresh clones of 0.7.2 (890
+# CPU-seconds, process accounting); 0.7.3 starts fewer torch-importing processes: 7 min 22 s to 7 min 54 s on five
+# fresh clones, 815 to 845 CPU-seconds, the two cores busy about 92% of the time. Four workers (8 min 51 s) and
+# another order of the files (the project suite first: 8 min 45 s) did not win that idle time back.
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: demo test lint bench env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
