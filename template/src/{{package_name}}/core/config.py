@@ -45,6 +45,14 @@ PLAIN_PREPROCESSING: dict[str, Any] = {
     "interpolation": "bilinear",
 }
 
+# The fine-tuning recipe: what the keys left at ``auto`` become when ``model.pretrained_weights`` is set (a random
+# start keeps every layer training at optim.lr from the first step). A linear probe first, then fine-tuning (LP-FT,
+# Kumar et al., ICLR 2022): the head trains alone on the frozen backbone for two epochs, so that it fits the
+# weights' features before any gradient reaches them; then every layer trains, the backbone at a fiftieth of the
+# head's rate with its batch norm frozen (the weights' statistics, not those of batches of a few photos). Measured
+# on real photos with real ImageNet weights: README, "Fine-tuning" (benchmarks/finetune.py).
+FINE_TUNING: dict[str, Any] = {"unfreeze_at_epoch": 3, "backbone_lr_scale": 0.02}
+
 # Keys that moved to another section. A checkpoint written before the move is read with the key at its
 # new place; a config file or --set that names the old key is refused with the new name (copier update
 # rewrites the project's configs/*.yaml).
@@ -140,9 +148,23 @@ class ModelConfig:
         None, "published weights by name (DEFAULT, IMAGENET1K_V1, ...: models/weights.py) or a local file"
     )
     init_from: str | None = option(None, "a checkpoint to fine-tune from: matching tensors only")
-    freeze_backbone: bool = option(False, "train the head only; the backbone's batch norm stays in eval mode")
-    unfreeze_at_epoch: int = option(
-        0, "with freeze_backbone: the backbone trains too from this epoch on; 0: never", bounds="[0, inf)"
+    freeze_backbone: bool | str = option(
+        "auto",
+        "train the head only (the backbone in eval mode); auto: with pretrained_weights, until unfreeze_at_epoch",
+        choices=("auto",),
+    )
+    unfreeze_at_epoch: int | str = option(
+        "auto",
+        "with freeze_backbone: every layer trains from this epoch on; 0: never; "
+        f"auto: {FINE_TUNING['unfreeze_at_epoch']} with pretrained_weights and freeze_backbone auto, else 0",
+        choices=("auto",),
+        bounds="[0, inf)",
+    )
+    freeze_batchnorm: bool | str = option(
+        "auto",
+        "the backbone's batch norm normalizes with the weights' statistics and keeps them (its scale and shift still "
+        "train); auto: with pretrained_weights",
+        choices=("auto",),
     )
     mean: list[float] | None = field(
         default=None, metadata=rules("normalization mean, one value per channel; null: the weights' own")
@@ -151,6 +173,19 @@ class ModelConfig:
         default=None,
         metadata=rules("normalization std, one value per channel; null: the weights' own", bounds="(0, inf)"),
     )
+
+    def __post_init__(self) -> None:
+        """The fine-tuning keys left at ``auto`` take the recipe's values with pretrained weights, else the plain
+        ones (``FINE_TUNING``). ``unfreeze_at_epoch: auto`` follows ``freeze_backbone``: a backbone frozen on purpose
+        stays frozen all run, as before ``auto`` existed."""
+        recipe = self.pretrained_weights is not None
+        if self.unfreeze_at_epoch == "auto":
+            phased = recipe and self.freeze_backbone == "auto"
+            self.unfreeze_at_epoch = FINE_TUNING["unfreeze_at_epoch"] if phased else 0
+        if self.freeze_backbone == "auto":
+            self.freeze_backbone = recipe
+        if self.freeze_batchnorm == "auto":
+            self.freeze_batchnorm = recipe
 
 
 @dataclass
@@ -161,7 +196,13 @@ class OptimConfig:
     weight_decay: float = option(
         ANSWERED["optim"]["weight_decay"], "never applied to biases and norm parameters", bounds="[0, inf)"
     )
-    backbone_lr_scale: float = option(1.0, "backbone lr = lr * scale; the head gets lr", bounds="[0, inf)")
+    backbone_lr_scale: float | str = option(
+        "auto",
+        "backbone lr = lr * scale, the head's lr; "
+        f"auto: {FINE_TUNING['backbone_lr_scale']} with pretrained_weights, else 1",
+        choices=("auto",),
+        bounds="[0, inf)",
+    )
     scheduler: str = option(ANSWERED["optim"]["scheduler"], "after warmup: cosine | step", choices=("cosine", "step"))
     warmup_epochs: float = option(1.0, "linear warmup, counted in optimizer steps", bounds="[0, inf)")
     warmup_start_factor: float = option(0.1, "warmup starts at lr * factor", bounds="(0, 1]")
@@ -227,6 +268,12 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        """``optim.backbone_lr_scale: auto`` needs the model section: the recipe's scale with pretrained weights."""
+        if self.optim.backbone_lr_scale == "auto":
+            recipe = self.model.pretrained_weights is not None
+            self.optim.backbone_lr_scale = FINE_TUNING["backbone_lr_scale"] if recipe else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only, so that checkpoints load with ``weights_only=True``."""
@@ -393,6 +440,11 @@ def validate(config: Config) -> None:
     model = config.model
     if model.mean is not None and model.std is not None and (len(model.mean) != len(model.std) or not model.std):
         raise UserError("model.mean and model.std need one value per channel, std > 0")
+    if model.freeze_backbone and model.pretrained_weights is None and model.init_from is None:
+        raise UserError(
+            "model.freeze_backbone: true without model.pretrained_weights (or model.init_from) would train a head on "
+            "a random backbone that never learns: set model.pretrained_weights, or model.freeze_backbone: auto"
+        )
     if model.unfreeze_at_epoch and not model.freeze_backbone:
         raise UserError(
             f"model.unfreeze_at_epoch {model.unfreeze_at_epoch} unfreezes a backbone that is not frozen: "

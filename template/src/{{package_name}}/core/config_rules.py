@@ -55,7 +55,10 @@ def coerce(value: Any, kind: Any, key: str) -> Any:
         kinds = [a for a in args if a is not type(None)]
         if len(kinds) == 1:
             return coerce(value, kinds[0], key)
-        matching = [kind for kind in kinds if isinstance(value, kind) and not isinstance(value, bool)]
+        # A bool is an int to Python: it matches only a bool type (``freeze_backbone: bool | str`` takes true).
+        matching = [kind for kind in kinds if isinstance(value, kind) and (kind is bool or not isinstance(value, bool))]
+        if not matching and float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)  # ``backbone_lr_scale: float | str`` takes 1 as 1.0
         if not matching:
             names = " or ".join(kind.__name__ for kind in kinds)
             raise UserError(f"{key} must be {names}, got {value!r}")

@@ -74,6 +74,7 @@ class ImageClassifier(nn.Module):
         dropout: float,
         mean: list[float],
         std: list[float],
+        freeze_batchnorm: bool = False,
     ) -> None:
         super().__init__()
         # P9: constants as buffers follow .to() and live in the state_dict.
@@ -84,6 +85,7 @@ class ImageClassifier(nn.Module):
         # P10: with no classes the head is switched off and the model returns embeddings.
         self.head: nn.Module = nn.Linear(num_features, num_classes) if num_classes > 0 else nn.Identity()
         self.num_features = num_features
+        self.freeze_batchnorm = freeze_batchnorm  # model.freeze_batchnorm: see train()
 
     @property
     def backbone_frozen(self) -> bool:
@@ -92,10 +94,19 @@ class ImageClassifier(nn.Module):
 
     def train(self, mode: bool = True) -> ImageClassifier:
         """A frozen backbone stays in eval mode: its batch-norm statistics stay the weights' (not this data's),
-        its dropout and stochastic depth off. DDP, DataParallel and torch.compile pass their ``train()`` here."""
+        its dropout and stochastic depth off. DDP, DataParallel and torch.compile pass their ``train()`` here.
+
+        ``freeze_batchnorm`` (fine-tuning's default): the backbone trains, but its batch-norm layers stay in eval
+        mode: they normalize with the weights' running statistics and keep them, as they were when the head was
+        fitted, instead of the statistics of each batch of a few photos; their scale and shift still train.
+        """
         super().train(mode)
         if mode and self.backbone_frozen:
             self.backbone.eval()
+        elif mode and self.freeze_batchnorm:
+            for module in self.backbone.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):  # BatchNorm1d/2d/3d, SyncBatchNorm, timm's
+                    module.eval()
         return self
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
@@ -189,7 +200,7 @@ def build_model(cfg: ModelConfig, num_classes: int, image_size: int = 224) -> Im
     path = weights.fetch() if weights is not None else None
     mean, std = normalization(cfg, weights.expected if weights is not None else None)
     backbone, num_features = build_backbone(cfg, image_size, len(mean), path, weights)
-    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, mean, std)
+    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, mean, std, cfg.freeze_batchnorm)
     if cfg.freeze_backbone:
         # P13: frozen weights get no gradient; training/optim.py hands the optimizer only trainable ones (and those
         # that model.unfreeze_at_epoch trains later), and ImageClassifier.train keeps the backbone in eval mode.

@@ -31,9 +31,12 @@ def param_groups(model: nn.Module, cfg: OptimConfig, frozen_too: bool = False) -
             continue
         part = "head" if name.startswith("head.") else "backbone"
         groups.setdefault((part, param.ndim > 1), []).append(param)
+    # ``auto`` is resolved by the whole Config (core/config.py: the recipe's scale with pretrained weights); an
+    # OptimConfig made alone, without a model section to decide, trains the backbone at the head's rate.
+    backbone_scale = 1.0 if cfg.backbone_lr_scale == "auto" else float(cfg.backbone_lr_scale)
     result = []
     for (part, decay), params in sorted(groups.items()):
-        scale = cfg.backbone_lr_scale if part == "backbone" else 1.0
+        scale = backbone_scale if part == "backbone" else 1.0
         result.append(
             {
                 "name": f"{part}{'' if decay else '_no_decay'}",

@@ -17,7 +17,7 @@ from typing import Any
 
 from torch import nn
 
-from ..core.config import Config
+from ..core.config import FINE_TUNING, Config
 from ..core.distributed import World
 from ..models.preprocessing import Filled, with_preprocessing
 from ..models.weight_files import short_digest
@@ -69,7 +69,36 @@ def model_line(start: StartingWeights, model: nn.Module) -> str:
     if frozen:
         until = f" until epoch {cfg.unfreeze_at_epoch}" if cfg.unfreeze_at_epoch else ""
         counts += f" (the backbone, in eval mode{until})"  # its batch norm keeps the weights' statistics
-    return f"model: {cfg.name}, {origin}; {counts}; {preprocessing_said(start)}"
+    line = f"model: {cfg.name}, {origin}; {counts}; {preprocessing_said(start)}"
+    started_from = cfg.pretrained_weights is not None or cfg.init_from is not None
+    return line + ("\n" + fine_tuning_said(start.config) if started_from else "")
+
+
+def fine_tuning_said(cfg: Config) -> str:
+    """``fine-tuning: ...``: which epochs train what, at which rate, with which batch norm, and where that came from
+    (the recipe that ``auto`` gives with pretrained weights, core/config.py's FINE_TUNING, or the config's own)."""
+    model, scale = cfg.model, cfg.optim.backbone_lr_scale
+    if model.freeze_backbone and not model.unfreeze_at_epoch:
+        phases = "the head alone, on the backbone frozen all run (in eval mode)"
+    elif model.freeze_backbone:
+        unfreeze = model.unfreeze_at_epoch
+        head = "epoch 1" if unfreeze == 2 else f"epochs 1-{unfreeze - 1}"
+        phases = f"the head alone for {head} on the frozen backbone, then every layer from epoch {unfreeze}"
+    else:
+        phases = "every layer from epoch 1"
+    if not model.freeze_backbone or model.unfreeze_at_epoch:
+        norm = "frozen (the weights' statistics)" if model.freeze_batchnorm else "updated by each batch"
+        phases += f", the backbone at lr x {scale:g} with its batch norm {norm}"
+    recipe = (
+        model.pretrained_weights is not None
+        and model.freeze_backbone
+        and model.freeze_batchnorm
+        and model.unfreeze_at_epoch == FINE_TUNING["unfreeze_at_epoch"]
+        and scale == FINE_TUNING["backbone_lr_scale"]
+    )
+    keys = "model.freeze_backbone, model.unfreeze_at_epoch, optim.backbone_lr_scale, model.freeze_batchnorm"
+    source = "the recipe for pretrained weights (auto)" if recipe else "as the config sets it"
+    return f"fine-tuning: {phases}; {source}: {keys} change it"
 
 
 def preprocessing_said(start: StartingWeights) -> str:

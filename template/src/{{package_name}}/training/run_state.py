@@ -15,6 +15,7 @@ scaler             fp16's gradient scaler (empty without fp16)                 `
 epoch              completed epochs                                            ``Progress.epoch``
 global_step        optimizer steps since the run began                         ``Progress.step``
 best_metric        the best val_acc so far: the one best.pt holds              ``Progress.best_metric``
+best_val_loss      best.pt's val_loss: a tie on val_acc goes to the lower one  ``Progress.best_loss``
 bad_epochs         epochs without improvement (early stopping)                 ``Progress.bad_epochs``
 epoch_totals       mid-epoch only: every process's running sums and the        ``Progress.totals`` (this
                    layout they mean something in; None at an epoch's end       process's share)
@@ -72,6 +73,7 @@ class Progress:
     epoch: int = 0  # completed epochs
     step: int = 0  # optimizer steps since the run began: the one step counter
     best_metric: float = -1.0  # the best val_acc so far, the one best.pt holds
+    best_loss: float = float("inf")  # best.pt's val_loss: it breaks a tie on val_acc (a saturated validation set)
     bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
 
@@ -86,19 +88,27 @@ class Progress:
             "epoch": self.epoch,
             "global_step": self.step,
             "best_metric": self.best_metric,
+            "best_val_loss": self.best_loss,
             "bad_epochs": self.bad_epochs,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.epoch, self.step, self.best_metric = state["epoch"], state["global_step"], state["best_metric"]
         self.bad_epochs = state.get("bad_epochs", 0)  # files from before early stopping have none
+        self.best_loss = state.get("best_val_loss", float("inf"))  # files from before 0.8.0: any tie was not the best
 
-    def record(self, val_acc: float, min_delta: float) -> bool:
-        """Count an epoch's val_acc for best.pt and early stopping; True when it is the best so far."""
-        is_best = val_acc > self.best_metric
+    def record(self, val_acc: float, val_loss: float, min_delta: float) -> bool:
+        """Count an epoch for best.pt and early stopping; True when it is the best so far.
+
+        The best has the highest val_acc; among equal ones, the lowest val_loss. On a validation set that is
+        saturated early (100% from the first epoch of a fine-tuning run), accuracy alone would keep the first,
+        least confident epoch. Early stopping counts val_acc alone: a lower loss at the same accuracy is no rise.
+        """
+        is_best = val_acc > self.best_metric or (val_acc == self.best_metric and val_loss < self.best_loss)
         improved = val_acc > self.best_metric + min_delta
         self.bad_epochs = 0 if improved else self.bad_epochs + 1
-        self.best_metric = max(self.best_metric, val_acc)
+        if is_best:
+            self.best_metric, self.best_loss = val_acc, val_loss
         return is_best
 
     def early_stop_reason(self, patience: int, min_delta: float) -> str | None:

@@ -289,7 +289,7 @@ class Trainer:
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
         }
-        is_best = progress.record(val["val_acc"], self.cfg.train.early_stopping_min_delta)
+        is_best = progress.record(val["val_acc"], val["val_loss"], self.cfg.train.early_stopping_min_delta)
         reason = self.early_stop_reason(progress)
         if reason:
             row["stop_reason"] = reason
