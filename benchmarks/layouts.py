@@ -85,7 +85,7 @@ def main() -> None:
                     row["images_per_second"][name] = args.batch / seconds
                     print(f"  {model_name} {size} px  {name}: {args.batch / seconds:.1f} img/s", flush=True)
                 cpu = torch.device("cpu")
-                auto = decide.resolve_precision("auto", cpu), decide.memory_format("auto", cpu)
+                auto = decide.resolve_precision("auto", cpu, model_name), decide.memory_format("auto", cpu)
                 row["auto"] = f"{auto[0]}, {LAYOUT_NAMES[auto[1]]}"
                 row["fastest"] = max(row["images_per_second"], key=row["images_per_second"].get)
                 rows.append(row)

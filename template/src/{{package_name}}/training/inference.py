@@ -78,7 +78,7 @@ def load_trained(
     else:
         note = "weights: the moving average of training (train.ema_decay); --raw-weights uses the trained ones"
     model.to(device).eval()
-    precision = resolve_precision(cfg.train.precision, device)
+    precision = resolve_precision(cfg.train.precision, device, cfg.model.name)
     return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..core.device import bf16_slower_on_cpu, cpu_has_native_bf16
+
 SHOWN_CLASSES = 6  # more than this many class names are cut, the count stays whole
 
 
@@ -56,6 +58,14 @@ def startup_line(run: RunStart) -> str:
     )
 
 
+def precision_said(cfg: Any, compute: Any) -> str:
+    """The precision, and why where ``auto`` chose fp32 on a CPU with native bf16 math (core/device.py)."""
+    chose = cfg.train.precision == "auto" and compute.device.type == "cpu" and compute.precision == "fp32"
+    if chose and cpu_has_native_bf16() and bf16_slower_on_cpu(cfg.model.name):
+        return f"fp32 (auto: {cfg.model.name} trains slower in bf16 on CPUs)"
+    return compute.precision
+
+
 def describe(trainer: Any, progress: Any) -> str:
     """``startup_line`` for a built and restored ``Trainer`` (trainer.train calls it before ``fit``)."""
     return startup_line(
@@ -64,7 +74,7 @@ def describe(trainer: Any, progress: Any) -> str:
             train_images=trainer.batches.images,
             val_images=len(trainer.val_loader.dataset),
             device=str(trainer.compute.device),
-            precision=trainer.compute.precision,
+            precision=precision_said(trainer.cfg, trainer.compute),
             workers=trainer.batches.workers,
             batch_path=trainer.batches.batch_path,
             epoch=progress.epoch,

@@ -146,7 +146,7 @@ class Trainer:
         self.out_dir = Path(cfg.train.out_dir)
         seed_everything(cfg.train.seed)
         configure_backends(device, cfg.train.deterministic)
-        precision = resolve_precision(cfg.train.precision, device)
+        precision = resolve_precision(cfg.train.precision, device, cfg.model.name)
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
