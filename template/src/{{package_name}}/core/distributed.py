@@ -190,6 +190,16 @@ def agreed(flag: bool, world: World, device: torch.device) -> bool:
     return bool(sum_across(votes, world).item() > 0)
 
 
+def all_agree(flag: bool, world: World) -> bool:
+    """True on every process when every process says so: at start-up, on its long-waiting group (``started``), so
+    a process still checking its files is waited for. A collective: every process asks, once, at the same point."""
+    if not world.distributed or world.startup is None:
+        return flag
+    votes = torch.tensor([1 if flag else 0])
+    dist.all_reduce(votes, op=dist.ReduceOp.MIN, group=world.startup)  # gloo: a CPU tensor
+    return bool(votes.item())
+
+
 def gather_objects(value: Any, world: World) -> list[Any]:
     """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` for one process."""
     if not world.distributed:

@@ -8,10 +8,18 @@ One rule for ``auto``, in this order:
    no host-to-device copy, crops and flips on the device (as airbench does).
 2. ``memory``: decoded once into this machine's memory when they take at most
    ``cache.AUTO_SHARE`` of it; batches are gathered on the host and copied.
-3. ``gpu-decode``: on CUDA, when every training file is a JPEG and TorchCodec
-   decodes a probe JPEG there: the loader reads bytes, nvJPEG decodes each
-   batch on the GPU (``gpu_decode.py``). A probe that fails is named in the line.
+3. ``gpu-decode``: on CUDA, when every training file is a JPEG, TorchCodec
+   decodes a probe JPEG there, and nvJPEG decodes a sample of the files faster
+   than the loader's workers would (``decode_race.py``, timed at start only
+   where the choice hangs on it): the loader reads bytes, nvJPEG decodes each
+   batch on the GPU (``gpu_decode.py``). A probe that fails, or a race that
+   nvJPEG loses, is named in the line.
 4. ``stream``: decoded batch by batch in the loader, every epoch.
+
+A resumed run decodes as its checkpoint's run did (``recorded_decoder``), on
+nvJPEG or the CPU, whatever ``auto`` would choose now: the same pixels, so
+resume stays exact. Where that decoder cannot run here (no TorchCodec on this
+machine), the resume says so in one line (``run_state.py``).
 
 ``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
 memory. ``data.cache: device`` asks for it on any device (on the CPU that is
@@ -21,7 +29,10 @@ printed in one line at start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,8 +40,10 @@ from torch.utils.data import Dataset
 from torchvision import datasets
 
 from ..core.config import DataConfig
+from ..core.distributed import World, all_agree
 from ..core.errors import UserError
 from .cache import AUTO_SHARE, MemoryCache
+from .decode_race import DecodeRace
 from .file_index import FileIndex
 from .gpu_decode import cuda_decode_failure, decodes_on_gpu, jpegs_on_cuda
 from .pipeline import Fill, square_images
@@ -52,6 +65,8 @@ class DataFacts:
     host_fits: bool  # cache.keeps_in_memory: the images fit the host's share (they are decoded there first)
     gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec decodes there, every training file a JPEG
     gpu_decode_failure: str | None = None  # why not, where TorchCodec loads but failed its probe decode on the GPU
+    recorded: str | None = None  # the decoder of the run a resume continues: nvjpeg | cpu (None: a fresh run)
+    race: DecodeRace | None = None  # nvJPEG against the loader's workers, timed where the choice hangs on it
 
 
 @dataclass(frozen=True)
@@ -68,33 +83,94 @@ def choose(facts: DataFacts) -> Placement:
     """The one rule (module docstring); an explicit ``device`` that cannot hold the images is refused."""
     total = facts.images * facts.image_bytes
     decoded = f"data: {facts.images} images decoded once"
-    on_cuda = facts.device.startswith("cuda") and facts.device_free is not None
-    # Decoded on the host first, then copied over once: auto asks for room on both.
-    fits_device = on_cuda and facts.host_fits and total <= DEVICE_SHARE * facts.device_free  # type: ignore[operator]
     if facts.setting == "device":
-        if not facts.batch_path:
-            raise UserError(
-                "data.cache=device keeps the uint8 squares of the batch path, which this recipe cannot take: "
-                "use data.cache=memory or auto"
-            )
-        if on_cuda and total > DEVICE_SHARE * facts.device_free:  # type: ignore[operator]
-            raise UserError(
-                f"data.cache=device would hold {mib(total)} of images on {facts.device}, more than "
-                f"{DEVICE_SHARE:.0%} of its {mib(facts.device_free or 0)} free: use data.cache=memory or auto"
-            )
-    if facts.setting == "device" or (facts.setting == "auto" and facts.batch_path and fits_device):
+        refuse_device_cache(facts, total)
+    if streams_jpeg(facts) and facts.recorded == "nvjpeg":  # the resumed run's own decoder: the same pixels
+        return nvjpeg_placement(facts, "as its checkpoint's run did")
+    where = cached_where(facts)
+    if where == "device":
         free = f" of {mib(facts.device_free)} free" if facts.device_free is not None else ""
         return Placement("device", f"{decoded}, kept on {facts.device} ({mib(total)}{free}); batches gathered there")
-    # data.cache=memory, or auto within the host's share (cache.keeps_in_memory).
-    if facts.host_fits and facts.setting != "none":
+    if where == "memory":  # data.cache=memory, or auto within the host's share (cache.keeps_in_memory)
         return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process)")
     why = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
     if facts.gpu_decode_failure and facts.batch_path:  # the GPU path was wanted: say why the CPU decodes instead
         why += f"; not with nvJPEG: {facts.gpu_decode_failure}"
-    if facts.gpu_decode and facts.batch_path:  # what does not fit is decoded where the CPU is not the bottleneck
-        line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
-        return Placement("gpu-decode", line)
+    if streams_jpeg(facts) and facts.recorded == "cpu":
+        why += "; on the CPU, as its checkpoint's run did"
+    elif streams_jpeg(facts) and facts.race is not None and facts.race.faster:
+        return nvjpeg_placement(facts, f"{why}; {facts.race.words()}")
+    elif streams_jpeg(facts):  # what does not fit is decoded where it is decoded faster
+        lost = facts.race.words() if facts.race is not None else "not timed"
+        why += f"; not with nvJPEG: {lost}"
     return Placement("stream", f"data: {facts.images} images decoded every epoch in the loader ({why})")
+
+
+def refuse_device_cache(facts: DataFacts, total: int) -> None:
+    """``data.cache=device`` where it cannot work: the per-sample path, or a GPU that cannot hold the squares."""
+    if not facts.batch_path:
+        raise UserError(
+            "data.cache=device keeps the uint8 squares of the batch path, which this recipe cannot take: "
+            "use data.cache=memory or auto"
+        )
+    if on_cuda(facts) and total > DEVICE_SHARE * facts.device_free:  # type: ignore[operator]
+        raise UserError(
+            f"data.cache=device would hold {mib(total)} of images on {facts.device}, more than "
+            f"{DEVICE_SHARE:.0%} of its {mib(facts.device_free or 0)} free: use data.cache=memory or auto"
+        )
+
+
+def on_cuda(facts: DataFacts) -> bool:
+    return facts.device.startswith("cuda") and facts.device_free is not None
+
+
+def cached_where(facts: DataFacts) -> str | None:
+    """``device`` or ``memory`` where the images are decoded once and kept, else None (they stream)."""
+    total = facts.images * facts.image_bytes
+    # Decoded on the host first, then copied over once: auto asks for room on both.
+    fits_device = on_cuda(facts) and facts.host_fits and total <= DEVICE_SHARE * facts.device_free  # type: ignore[operator]
+    if facts.setting == "device" or (facts.setting == "auto" and facts.batch_path and fits_device):
+        return "device"
+    return "memory" if facts.host_fits and facts.setting != "none" else None
+
+
+def streams_jpeg(facts: DataFacts) -> bool:
+    """JPEG files nvJPEG can decode here (``gpu_decode.decodes_on_gpu``), on the batch path, under auto or none."""
+    return facts.gpu_decode and facts.batch_path and facts.setting in ("auto", "none")
+
+
+def nvjpeg_placement(facts: DataFacts, why: str) -> Placement:
+    line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
+    return Placement("gpu-decode", line)
+
+
+def needs_race(facts: DataFacts) -> bool:
+    """Whether the choice hangs on timing nvJPEG against the loader's workers: JPEG files nvJPEG can decode,
+    that stream (neither cache holds them), in a fresh run (a resumed one keeps its decoder)."""
+    return streams_jpeg(facts) and facts.recorded is None and cached_where(facts) is None
+
+
+def place(facts: DataFacts, race: Callable[[], DecodeRace], world: World) -> Placement:
+    """``choose``, after the race where the choice hangs on it (``decode_race.py``). Under torchrun every process
+    votes, timed or not (a collective they all reach): nvJPEG decodes only where every one found it faster."""
+    timed = race() if needs_race(facts) else None
+    faster = all_agree(timed is None or timed.faster, world)
+    return choose(replace(facts, race=timed and replace(timed, faster=faster)))
+
+
+def recorded_decoder(out_dir: str) -> str | None:
+    """The decoder of the run a resume continues: ``train.out_dir``'s last.pt, which ``--resume auto`` and
+    torchrun's restarts read (nvjpeg or cpu); None for a fresh run, or a file that does not say or read (the
+    resume then names what changed). Mapped, not read: its tensors stay on disk."""
+    path = Path(out_dir) / "last.pt"
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError):
+        return None
+    decoder = state.get("provenance", {}).get("decoder") if isinstance(state, dict) else None
+    return decoder if decoder in ("nvjpeg", "cpu") else None
 
 
 def device_free_memory(device: torch.device) -> int | None:
@@ -106,13 +182,20 @@ def device_free_memory(device: torch.device) -> int | None:
 
 
 def measured_facts(
-    setting: str, paths: list[str], image_bytes: int, batch: bool, device: torch.device, host_fits: bool
+    setting: str,
+    paths: list[str],
+    image_bytes: int,
+    batch: bool,
+    device: torch.device,
+    host_fits: bool,
+    recorded: str | None = None,
 ) -> DataFacts:
-    """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``)."""
+    """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``, ``recorded`` from
+    ``recorded_decoder``); the race is ``place``'s to run, where the choice hangs on it."""
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
     # The probe asked again for its reason, only where the files and device were nvJPEG's and it failed (rare).
     failure = cuda_decode_failure(device) if not gpu and jpegs_on_cuda(paths, device) else None
-    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
+    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure, recorded)
 
 
 @dataclass(frozen=True)

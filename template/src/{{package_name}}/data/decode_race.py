@@ -1,0 +1,99 @@
+"""nvJPEG or the loader's workers: which decodes this run's JPEG files faster on this machine, timed at its start.
+
+nvJPEG pays where the CPU cannot decode as fast as the GPU trains; where the
+loader has many workers and the files are small, the workers may decode
+faster than nvJPEG's batched call, which also takes GPU time from the step.
+So a run whose JPEG files would stream on CUDA first times both on a sample
+of its own files, those nvJPEG takes (``gpu_decode.nvjpeg_reads``): nvJPEG's
+batched decode and resize on the training GPU, after a warm-up call, against
+the decode contract and square on one CPU core, times the loader's workers
+that decode side by side. The faster one decodes the run, and the start-up
+line says both rates (``placement.choose``).
+
+Under torchrun each process times its own, and nvJPEG decodes only where
+every process found it faster (``core/distributed.py``'s ``all_agree``): one
+decoder's pixels in every rank. A resumed run keeps the decoder its
+checkpoint records, so a close race never changes the pixels of a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from . import gpu_decode
+from .decode import decode_tensor
+from .gpu_decode import nvjpeg_reads, out_of_memory, squares_of
+from .pipeline import square
+
+SAMPLE = 32  # files timed each way: a batch's worth, a fraction of a second on either side
+
+
+@dataclass(frozen=True)
+class DecodeRace:
+    """Files a second each way, on this run's own files, and the verdict."""
+
+    files: int  # sampled files nvJPEG takes: none, and it has nothing to decode
+    nvjpeg: float  # nvJPEG's batched decode and resize on the training GPU
+    cpu: float  # the contract's decode and square on one core, times the loader's workers
+    workers: int  # the loader's workers (0: the training process decodes, counted as one)
+    faster: bool  # nvJPEG the faster, here and (under torchrun) in every process
+    refused: str = ""  # nvJPEG's error on the sample, where it refused a file the contract reads: it loses
+
+    def words(self) -> str:
+        """What the start-up line says of it."""
+        if not self.files:
+            return f"none of {SAMPLE} files sampled is one nvJPEG takes (data/gpu_decode.py, nvjpeg_reads)"
+        if self.refused:
+            return f"nvJPEG refused a sampled file at start ({self.refused})"
+        workers = f"{self.workers} loader worker{'s' * (self.workers != 1)}" if self.workers else "the main process"
+        return f"timed at start: nvJPEG {self.nvjpeg:,.0f} files/s, {workers} on the CPU {self.cpu:,.0f} files/s"
+
+
+def sampled(paths: list[str], read: Callable[[str], bytes], side: int) -> list[bytes]:
+    """Up to ``SAMPLE`` of the files, spread over the set (its classes, its sizes), that nvJPEG takes."""
+    step = max(1, len(paths) // SAMPLE)
+    files = (read(path) for path in paths[::step][:SAMPLE])
+    return [data for data in files if nvjpeg_reads(data, side)]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the GPU's work is asynchronous: its end is what is timed
+
+
+def race(
+    paths: list[str],
+    read: Callable[[str], bytes],
+    side: int,
+    device: torch.device,
+    workers: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> DecodeRace:
+    """Time nvJPEG against the loader's workers on a sample of ``paths`` (read by ``read``: the dataset's reader)."""
+    files = sampled(paths, read, side)
+    if not files:
+        return DecodeRace(0, 0.0, 0.0, workers, faster=False)
+    decode = gpu_decode.jpeg_decoder()  # looked up now: the tests put a stand-in there
+    assert decode is not None, "decodes_on_gpu found TorchCodec"
+    sources = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
+    try:
+        squares_of(decode(sources[:1], mode="RGB", device=device), side)  # nvJPEG's handles, the resize's kernels
+        synchronize(device)
+        start = clock()
+        squares_of(decode(sources, mode="RGB", device=device), side)
+        synchronize(device)
+    except (RuntimeError, ValueError) as error:
+        if out_of_memory(error):
+            raise
+        first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        return DecodeRace(len(files), 0.0, 0.0, workers, faster=False, refused=first)
+    on_gpu = max(clock() - start, 1e-9)
+    start = clock()
+    for data in files:
+        square(decode_tensor(data, side), side)
+    on_cpu = max(clock() - start, 1e-9) / max(workers, 1)  # the workers decode side by side, each a file at a time
+    return DecodeRace(len(files), len(files) / on_gpu, len(files) / on_cpu, workers, faster=on_gpu < on_cpu)
