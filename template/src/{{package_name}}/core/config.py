@@ -191,7 +191,7 @@ class TrainConfig:
     channels_last: str = option(
         "auto", "auto (on) | true | false: NHWC memory layout for convolutions", choices=("auto", "true", "false")
     )
-    compile: bool = option(False, "torch.compile the model (before DDP wrapping); checkpoints stay unprefixed")
+    compile: bool = option(False, "torch.compile the model, DDP included (PyTorch's order); checkpoints unprefixed")
     out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
     log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
     progress: bool = option(True, "tqdm bars in a terminal; in a log, a line every 5 s of a start-up phase over 2 s")

@@ -284,16 +284,24 @@ def wrap_model(
     device_ids: list[int],
     autocast_dtype: torch.dtype | None,
     world: World | None = None,
+    compile: bool = False,
 ) -> nn.Module:
     """P14: DistributedDataParallel under torchrun; else DataParallel over ``device_ids`` when there are several.
 
-    Either way the real model stays at ``.module``.
+    Either way the real model stays at ``.module``. ``compile``: torch.compile
+    around the result, DDP included, as PyTorch documents it: its DDP
+    optimizer splits the compiled graph at DDP's gradient buckets, so each
+    bucket's all-reduce starts while the backward goes on (compiled inside DDP,
+    the all-reduce waited for the whole compiled backward). DataParallel is
+    never compiled (``data_parallel_ids`` refuses the pair).
     """
+    wrapped = model
     if world is not None and world.distributed:
-        return nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if len(device_ids) < 2:
-        return model
-    return DataParallel(model, device_ids, autocast_dtype)
+        ids = [device.index] if device.type == "cuda" else None
+        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    elif len(device_ids) > 1:
+        wrapped = DataParallel(model, device_ids, autocast_dtype)
+    return torch.compile(wrapped) if compile else wrapped
 
 
 def sync_batchnorm(model: nn.Module, world: World, device: torch.device) -> nn.Module:

@@ -189,10 +189,9 @@ class Trainer:
         if cfg.train.sync_batchnorm:
             model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
         # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
-        # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
-        # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
+        # ``wrapped`` is what the batch loop calls: the model itself, or DDP or DataParallel around it, then
+        # torch.compile around that (distributed.wrap_model: PyTorch's order). Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
-        self.compiled = torch.compile(self.model) if cfg.train.compile else self.model
         self.replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
         self.wrap()
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
@@ -211,9 +210,9 @@ class Trainer:
         )
 
     def wrap(self) -> None:
-        """``wrapped``: the (compiled) model inside DDP or DataParallel, or itself (P14)."""
-        compute = self.compute
-        self.wrapped = wrap_model(self.compiled, compute.device, self.replicas, compute.autocast_dtype, self.world)
+        """``wrapped``: the model inside DDP or DataParallel, or itself, compiled with ``train.compile`` (P14)."""
+        device, dtype = self.compute.device, self.compute.autocast_dtype
+        self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
         """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
@@ -225,7 +224,7 @@ class Trainer:
             scale = self.cfg.optim.backbone_lr_scale
             self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
         if self.world.distributed:
-            self.wrapped = self.compiled  # the old DDP's gradient hooks go with it, before the new one adds its own
+            self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
             self.wrap()
 
