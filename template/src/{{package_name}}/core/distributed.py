@@ -249,6 +249,24 @@ def data_parallel_ids(device: torch.device, cfg: TrainConfig, batch_size: int, w
     return [first, *(index for index in range(gpus) if index != first)]  # outputs gather on device_ids[0]
 
 
+# Images a GPU below which DataParallel leaves its GPUs mostly waiting: each step scatters the batch and gathers
+# the outputs through the first GPU, from one process's threads, so a small share is mostly that overhead.
+DATA_PARALLEL_MIN_SHARE = 8
+
+
+def data_parallel_warning(device_ids: list[int], batch_size: int) -> str | None:
+    """One line where DataParallel gives each GPU fewer than ``DATA_PARALLEL_MIN_SHARE`` images, naming torchrun."""
+    gpus = len(device_ids)
+    if gpus < 2 or batch_size >= DATA_PARALLEL_MIN_SHARE * gpus:
+        return None
+    return (
+        f"DataParallel spreads data.batch_size {batch_size} over {gpus} GPUs: {batch_size // gpus} images a GPU, "
+        "too few to keep one busy, from one process's threads (and without train.compile); launch one process a "
+        f"GPU with `torchrun --nproc_per_node={gpus} -m {PACKAGE} train ...` (DDP, data.batch_size a GPU), or set "
+        f"data.batch_size to {DATA_PARALLEL_MIN_SHARE * gpus} or more"
+    )
+
+
 def autocast_replica(replica: nn.Module, dtype: torch.dtype, device_type: str) -> Callable[..., Any]:
     """A replica's forward under the training's autocast dtype, wherever autocast was switched on."""
 
