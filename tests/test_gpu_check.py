@@ -168,8 +168,8 @@ def git_checkout(root: Path) -> str:
 
 def test_a_carried_project_made_from_another_commit_is_made_again(tmp_path: Path) -> None:
     """After a pull, make gpu-check used to test the old .gpu-project/ and print only "carried". It is made again
-    where its answers' _commit is not HEAD, or where template/ has uncommitted changes; a project of HEAD (a tag
-    or git describe's words for it too) is carried, saying so."""
+    where its answers' _commit is not HEAD, or where the template has uncommitted changes; a project of HEAD (a
+    tag or git describe's words for it too) is carried, saying so."""
     dry_run(tmp_path, 1, carried=True)  # the files a dry run reads, copied
     root = tmp_path / "carried"
     (root / ".gitignore").write_text(".gpu-project/\n.wheels/\n")
@@ -190,7 +190,7 @@ def test_a_carried_project_made_from_another_commit_is_made_again(tmp_path: Path
     assert f"{why}{head[:10]}): made again" in made_again
     assert "rm -rf .gpu-project" in made_again and "-m copier copy" in made_again
     (root / "template" / "pyproject.toml.jinja").write_text("changed")
-    assert "(template/ has uncommitted changes): made again" in project_step(head)
+    assert "(the template has uncommitted changes): made again" in project_step(head)
 
 
 def test_a_benchmark_case_that_did_not_run_on_its_path_fails_the_check(

@@ -10,7 +10,7 @@ The steps, each timed, each a row of the table printed at the end:
    constraints.txt's from the registry. TorchCodec from ``.wheels/`` (make gpu-wheels) where carried, else from
    the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
 3. project: ``.gpu-project/`` where carried (make gpu-project) and made from this checkout (its answers'
-   ``_commit`` is HEAD, and template/ has no uncommitted change), else made here by copier, which is installed
+   ``_commit`` is HEAD, and the template has no uncommitted change), else made here by copier, which is installed
    from the registry only for this step and only where this Python lacks it; then installed with every
    extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
 4. the template's GPU suite (tests/test_gpu.py on that project) and 5. the project's ``pytest -m gpu``, both
@@ -61,7 +61,8 @@ HANG_S = {"environment": 1200, "project": 900, "suite": 1800, "ddp": 600, "bench
 MAX_DDP_PROCESSES = 8  # the DDP job's processes: one a GPU, as on one node of 8
 # The batch stream each forced path of the benchmark must have run through (throughput.py records ``ran_on``).
 PATH_STREAMS = {"nvjpeg": "GpuDecoded", "prefetch": "Prefetched"}
-TEMPLATE_INPUTS = ("template", "copier.yml")  # what copier generates the project from: a change there dates it
+# What copier generates the project from (template/PRACTICES.md.jinja includes PRACTICES.md): a change there dates it.
+TEMPLATE_INPUTS = ("template", "copier.yml", "PRACTICES.md")
 # Set for the suites: a GPU test that skips fails (the generated conftest and tests/conftest.py read it).
 SWITCH = {"TORCH_SCAFFOLD_GPU_CHECK": "1", "TORCH_SCAFFOLD_REQUIRE_NVJPEG": "1"}
 DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
@@ -367,7 +368,7 @@ def project_outdated(project: Path) -> str | None:
     if head is None:
         return None
     if git("status", "--porcelain", "--", *TEMPLATE_INPUTS):
-        return "template/ has uncommitted changes"  # copier made it from a temporary commit of them, or not at all
+        return "the template has uncommitted changes"  # copier made it from a temporary commit of them, or not at all
     commit = made_from(project)
     if commit is None:
         return "its .copier-answers.yml names no _commit"
