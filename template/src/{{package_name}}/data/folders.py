@@ -215,7 +215,9 @@ def build_datasets(
     return data.train, data.val  # type: ignore[return-value]
 
 
-def build_training_data(cfg: Config, progress: bool = False, world: World | None = None) -> TrainingData:
+def build_training_data(
+    cfg: Config, progress: bool = False, world: World | None = None, resume: str | None = None
+) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
@@ -227,6 +229,8 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
     ``progress``: this process reports the long phases (``core/progress.py``).
+    ``resume``: train's ``--resume``, whose checkpoint says which decoder made
+    its run's training images (``placement.recorded_decoder``).
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
@@ -256,7 +260,7 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
-    recorded = recorded_decoder(cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
+    recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
     facts = measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory, recorded)
     placement = place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)

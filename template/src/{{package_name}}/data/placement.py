@@ -29,16 +29,15 @@ printed in one line at start.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import Dataset
 from torchvision import datasets
 
+from ..core.checkpoint import find_resume_state
 from ..core.config import DataConfig
 from ..core.distributed import World, all_agree
 from ..core.errors import UserError
@@ -158,18 +157,16 @@ def place(facts: DataFacts, race: Callable[[], DecodeRace], world: World) -> Pla
     return choose(replace(facts, race=timed and replace(timed, faster=faster)))
 
 
-def recorded_decoder(out_dir: str) -> str | None:
-    """The decoder of the run a resume continues: ``train.out_dir``'s last.pt, which ``--resume auto`` and
-    torchrun's restarts read (nvjpeg or cpu); None for a fresh run, or a file that does not say or read (the
-    resume then names what changed). Mapped, not read: its tensors stay on disk."""
-    path = Path(out_dir) / "last.pt"
-    if not path.is_file():
-        return None
+def recorded_decoder(resume: str | None, out_dir: str) -> str | None:
+    """The decoder of the run a resume continues (nvjpeg or cpu), from the file the restore will read:
+    ``find_resume_state``'s pick for ``--resume`` (``auto``: out_dir's last.pt, or an older one where it is
+    damaged; a path: that file, whatever out_dir holds). None for a fresh run, or where no file is found or
+    says (the restore then refuses the file, or names what changed). Mapped, not read: its tensors stay on disk."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError):
+        found = find_resume_state(resume, out_dir, mapped=True)
+    except UserError:  # the restore says it, in the same words, after the run's lock is held
         return None
-    decoder = state.get("provenance", {}).get("decoder") if isinstance(state, dict) else None
+    decoder = found[1].get("provenance", {}).get("decoder") if found else None
     return decoder if decoder in ("nvjpeg", "cpu") else None
 
 

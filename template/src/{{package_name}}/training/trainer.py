@@ -90,7 +90,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         for warning in check_before_data(cfg, world, resume):
             if world.is_main:
                 print(f"warning: {warning}", flush=True)
-        trainer = Trainer(cfg, world)
+        trainer = Trainer(cfg, world, resume)
         progress = trainer.state.restore(resume)
         trainer.warn_run_length(progress)
         trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
@@ -131,7 +131,8 @@ class Trainer:
     checkpoint; only the main process writes files and prints.
     """
 
-    def __init__(self, cfg: Config, world: World | None = None) -> None:
+    def __init__(self, cfg: Config, world: World | None = None, resume: str | None = None) -> None:
+        """``resume``: what ``state.restore`` will continue (``--resume``): the data is decoded as that run's was."""
         world = world or World()
         # The device, chosen once for this process (init_world did under torchrun); the data reads it from the world.
         device = world.device or select_device(cfg.train.device, world.local_rank)
@@ -152,7 +153,7 @@ class Trainer:
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world)
+        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world, resume)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
