@@ -90,6 +90,12 @@ class DataConfig:
         "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
         choices=("auto", "none", "memory", "device"),
     )
+    decoder: str = option(
+        "auto",
+        "where streamed JPEG files decode: auto (nvJPEG if clearly faster at start; a resume keeps its run's; "
+        "CPU under train.deterministic) | nvjpeg | cpu",
+        choices=("auto", "nvjpeg", "cpu"),
+    )
     cache_dir: str = option(
         "auto",
         "where the file checks and decoded images are kept between runs: auto (~/.cache/<package>) | none | a folder",

@@ -7,13 +7,17 @@ So a run whose JPEG files would stream on CUDA first times both on a sample
 of its own files, those nvJPEG takes (``gpu_decode.nvjpeg_reads``): nvJPEG's
 batched decode and resize on the training GPU, after a warm-up call, against
 the decode contract and square on one CPU core, times the loader's workers
-that decode side by side. The faster one decodes the run, and the start-up
-line says both rates (``placement.choose``).
+that decode side by side. nvJPEG decodes the run only where it is clearly
+the faster (``MARGIN``) on enough files to tell (``MIN_FILES``); a close
+race, or a few files, leave it to the CPU, whose pixels do not hang on a
+clock. The start-up line says both rates (``placement.choose``).
 
 Under torchrun each process times its own, and nvJPEG decodes only where
-every process found it faster (``core/distributed.py``'s ``all_agree``): one
+every process chose it (``core/distributed.py``'s ``all_agree``): one
 decoder's pixels in every rank. A resumed run keeps the decoder its
-checkpoint records, so a close race never changes the pixels of a run.
+checkpoint records, so a race never changes the pixels of a run; two fresh
+runs may still race differently: ``data.decoder`` pins the decoder, and
+under ``train.deterministic`` no race is run (the CPU decodes).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from .gpu_decode import nvjpeg_reads, out_of_memory, squares_of
 from .pipeline import square
 
 SAMPLE = 32  # files timed each way: a batch's worth, a fraction of a second on either side
+MIN_FILES = 8  # fewer sampled files that nvJPEG takes are too few to time: the CPU decodes
+MARGIN = 1.2  # nvJPEG must decode at least this many times the CPU's files a second: a close race is the CPU's
 
 
 @dataclass(frozen=True)
@@ -40,17 +46,19 @@ class DecodeRace:
     nvjpeg: float  # nvJPEG's batched decode and resize on the training GPU
     cpu: float  # the contract's decode and square on one core, times the loader's workers
     workers: int  # the loader's workers (0: the training process decodes, counted as one)
-    faster: bool  # nvJPEG the faster, here and (under torchrun) in every process
+    faster: bool  # nvJPEG at least MARGIN times the CPU's rate, on MIN_FILES files or more, in this process
     refused: str = ""  # nvJPEG's error on the sample, where it refused a file the contract reads: it loses
 
     def words(self) -> str:
         """What the start-up line says of it."""
-        if not self.files:
-            return f"none of {SAMPLE} files sampled is one nvJPEG takes (data/gpu_decode.py, nvjpeg_reads)"
+        if self.files < MIN_FILES:
+            found = f"{self.files} of the files sampled are ones" if self.files else "none of the files sampled is one"
+            return f"{found} nvJPEG takes (data/gpu_decode.py, nvjpeg_reads), fewer than {MIN_FILES} to time"
         if self.refused:
             return f"nvJPEG refused a sampled file at start ({self.refused})"
         workers = f"{self.workers} loader worker{'s' * (self.workers != 1)}" if self.workers else "the main process"
-        return f"timed at start: nvJPEG {self.nvjpeg:,.0f} files/s, {workers} on the CPU {self.cpu:,.0f} files/s"
+        rates = f"timed at start: nvJPEG {self.nvjpeg:,.0f} files/s, {workers} on the CPU {self.cpu:,.0f} files/s"
+        return rates if self.faster else f"{rates} (nvJPEG needs {MARGIN:g} x the CPU's)"
 
 
 def sampled(paths: list[str], read: Callable[[str], bytes], side: int) -> list[bytes]:
@@ -75,8 +83,8 @@ def race(
 ) -> DecodeRace:
     """Time nvJPEG against the loader's workers on a sample of ``paths`` (read by ``read``: the dataset's reader)."""
     files = sampled(paths, read, side)
-    if not files:
-        return DecodeRace(0, 0.0, 0.0, workers, faster=False)
+    if len(files) < MIN_FILES:
+        return DecodeRace(len(files), 0.0, 0.0, workers, faster=False)
     decode = gpu_decode.jpeg_decoder()  # looked up now: the tests put a stand-in there
     assert decode is not None, "decodes_on_gpu found TorchCodec"
     sources = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
@@ -96,4 +104,5 @@ def race(
     for data in files:
         square(decode_tensor(data, side), side)
     on_cpu = max(clock() - start, 1e-9) / max(workers, 1)  # the workers decode side by side, each a file at a time
-    return DecodeRace(len(files), len(files) / on_gpu, len(files) / on_cpu, workers, faster=on_gpu < on_cpu)
+    faster = on_cpu >= MARGIN * on_gpu  # seconds for the same files: nvJPEG's at most 1 / MARGIN of the CPU's
+    return DecodeRace(len(files), len(files) / on_gpu, len(files) / on_cpu, workers, faster=faster)

@@ -261,7 +261,9 @@ def build_training_data(
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
     recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
-    facts = measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory, recorded)
+    facts = measured_facts(
+        cfg.data.cache, paths, image_bytes, batches, device, memory, recorded, cfg.data.decoder, cfg.train.deterministic
+    )
     placement = place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)

@@ -84,6 +84,17 @@ def cuda_decode_failure(device: torch.device) -> str | None:
     return None
 
 
+def nvjpeg_unavailable(paths: list[str], device: torch.device) -> str | None:
+    """Why nvJPEG cannot decode these training files on ``device``, in words for the start-up line; None where it
+    can (``decodes_on_gpu``)."""
+    if device.type != "cuda":
+        return f"the training device is {device}, not a CUDA GPU"
+    others = sum(not path.lower().endswith(JPEG) for path in paths)
+    if others:
+        return f"{others} of the {len(paths)} training files are not .jpg or .jpeg files, and nvJPEG decodes JPEG alone"
+    return cuda_decode_failure(device)  # TorchCodec missing, or its probe decode failing on this GPU
+
+
 def decodes_on_gpu(paths: list[str], device: torch.device) -> bool:
     """JPEG files on CUDA (``jpegs_on_cuda``) where TorchCodec's probe decode there succeeds."""
     return jpegs_on_cuda(paths, device) and cuda_decode_failure(device) is None

@@ -16,10 +16,15 @@ One rule for ``auto``, in this order:
    nvJPEG loses, is named in the line.
 4. ``stream``: decoded batch by batch in the loader, every epoch.
 
-A resumed run decodes as its checkpoint's run did (``recorded_decoder``), on
-nvJPEG or the CPU, whatever ``auto`` would choose now: the same pixels, so
-resume stays exact. Where that decoder cannot run here (no TorchCodec on this
-machine), the resume says so in one line (``run_state.py``).
+``data.decoder`` decides between nvJPEG and the CPU where the files stream:
+``auto`` races them at the start of a fresh run (not under
+``train.deterministic``, whose CPU needs no clock), and keeps on resume the
+decoder its checkpoint's run used (``recorded_decoder``): the same pixels,
+whatever ``auto`` would choose now, so resume stays exact. ``nvjpeg`` and
+``cpu`` pin one (``nvjpeg`` where nvJPEG cannot decode the run is refused in
+one line naming why). Where a resumed run's decoder cannot run here (no
+TorchCodec on this machine), the data line says why and the resume says so in
+one line (``run_state.py``).
 
 ``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
 memory. ``data.cache: device`` asks for it on any device (on the CPU that is
@@ -44,7 +49,7 @@ from ..core.errors import UserError
 from .cache import AUTO_SHARE, MemoryCache
 from .decode_race import DecodeRace
 from .file_index import FileIndex
-from .gpu_decode import cuda_decode_failure, decodes_on_gpu, jpegs_on_cuda
+from .gpu_decode import decodes_on_gpu, jpegs_on_cuda, nvjpeg_unavailable
 from .pipeline import Fill, square_images
 from .store import CacheStore
 
@@ -66,6 +71,9 @@ class DataFacts:
     gpu_decode_failure: str | None = None  # why not, where TorchCodec loads but failed its probe decode on the GPU
     recorded: str | None = None  # the decoder of the run a resume continues: nvjpeg | cpu (None: a fresh run)
     race: DecodeRace | None = None  # nvJPEG against the loader's workers, timed where the choice hangs on it
+    decoder: str = "auto"  # data.decoder: auto | nvjpeg | cpu
+    deterministic: bool = False  # train.deterministic: auto takes the CPU, whose choice needs no clock
+    unavailable: str | None = None  # why nvJPEG cannot decode these files here (gpu_decode.nvjpeg_unavailable)
 
 
 @dataclass(frozen=True)
@@ -79,30 +87,66 @@ def mib(count: int) -> str:
 
 
 def choose(facts: DataFacts) -> Placement:
-    """The one rule (module docstring); an explicit ``device`` that cannot hold the images is refused."""
+    """The one rule (module docstring); an explicit ``device`` that cannot hold the images is refused, as is
+    ``data.decoder=nvjpeg`` where nvJPEG cannot decode the run."""
     total = facts.images * facts.image_bytes
     decoded = f"data: {facts.images} images decoded once"
     if facts.setting == "device":
         refuse_device_cache(facts, total)
-    if streams_jpeg(facts) and facts.recorded == "nvjpeg":  # the resumed run's own decoder: the same pixels
-        return nvjpeg_placement(facts, "as its checkpoint's run did")
-    where = cached_where(facts)
+    refusal = nvjpeg_refusal(facts)
+    if facts.decoder == "nvjpeg" and refusal:
+        raise UserError(f"data.decoder=nvjpeg, but nvJPEG cannot decode this run's images: {refusal}; "
+                        "set data.decoder=auto or cpu")  # fmt: skip
+    nvjpeg, why = nvjpeg_verdict(facts, refusal)
+    if nvjpeg:
+        return nvjpeg_placement(facts, why)
+    where, said = cached_where(facts), f"; {why}" if why else ""
     if where == "device":
         free = f" of {mib(facts.device_free)} free" if facts.device_free is not None else ""
-        return Placement("device", f"{decoded}, kept on {facts.device} ({mib(total)}{free}); batches gathered there")
+        line = f"{decoded}, kept on {facts.device} ({mib(total)}{free}); batches gathered there{said}"
+        return Placement("device", line)
     if where == "memory":  # data.cache=memory, or auto within the host's share (cache.keeps_in_memory)
-        return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process)")
-    why = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
-    if facts.gpu_decode_failure and facts.batch_path:  # the GPU path was wanted: say why the CPU decodes instead
-        why += f"; not with nvJPEG: {facts.gpu_decode_failure}"
-    if streams_jpeg(facts) and facts.recorded == "cpu":
-        why += "; on the CPU, as its checkpoint's run did"
-    elif streams_jpeg(facts) and facts.race is not None and facts.race.faster:
-        return nvjpeg_placement(facts, f"{why}; {facts.race.words()}")
-    elif streams_jpeg(facts):  # what does not fit is decoded where it is decoded faster
-        lost = facts.race.words() if facts.race is not None else "not timed"
-        why += f"; not with nvJPEG: {lost}"
-    return Placement("stream", f"data: {facts.images} images decoded every epoch in the loader ({why})")
+        return Placement("memory", f"{decoded}, kept in this machine's memory ({mib(total)} a process){said}")
+    size = "data.cache=none" if facts.setting == "none" else f"more than {AUTO_SHARE:.0%} of this machine's memory"
+    return Placement("stream", f"data: {facts.images} images decoded every epoch in the loader ({size}{said})")
+
+
+def nvjpeg_refusal(facts: DataFacts) -> str | None:
+    """Why nvJPEG cannot decode this run here, whatever ``data.decoder`` says; None where it can: JPEG files on a
+    GPU where TorchCodec decodes, on the batch path, streamed (no ``data.cache`` of CPU-decoded images asked)."""
+    if not facts.gpu_decode:
+        return facts.unavailable or "nvJPEG does not decode these files here (data/gpu_decode.py)"
+    if not facts.batch_path:
+        return "the per-sample pipeline decodes in the loader (data.pipeline: sample, or what asks for it)"
+    if facts.setting in ("memory", "device"):
+        return f"data.cache={facts.setting} keeps the images decoded once, on the CPU"
+    return None
+
+
+def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
+    """Whether nvJPEG decodes the run, and the words the data line adds (empty: none worth saying). In order:
+    what cannot be, ``data.decoder``'s pin, the checkpoint's decoder, auto's caches, train.deterministic, the race.
+    """
+    streams = cached_where(facts) is None  # the images stream: where they are decoded is worth a word
+    if refusal:
+        wanted = facts.gpu_decode_failure is not None and facts.batch_path and streams  # JPEGs on CUDA, a bad probe
+        return False, f"not with nvJPEG: {facts.gpu_decode_failure}" if wanted else ""
+    if facts.decoder == "nvjpeg":
+        return True, "data.decoder=nvjpeg"
+    if facts.decoder == "cpu":  # said where the images stream: cached, they are the CPU's anyway
+        return False, "data.decoder=cpu" if streams else ""
+    if facts.recorded == "nvjpeg":  # the resumed run's own decoder, whatever auto would do now: the same pixels
+        return True, "as its checkpoint's run did"
+    if not streams:  # data.cache=auto keeps them: decoded once, on the CPU
+        return False, ""
+    if facts.recorded == "cpu":
+        return False, "on the CPU, as its checkpoint's run did"
+    if facts.deterministic:
+        return False, "on the CPU: train.deterministic runs no race, whose result hangs on a clock; " \
+                      "data.decoder=nvjpeg pins nvJPEG"  # fmt: skip
+    if facts.race is None:
+        return False, "not with nvJPEG: not timed"
+    return facts.race.faster, facts.race.words() if facts.race.faster else f"not with nvJPEG: {facts.race.words()}"
 
 
 def refuse_device_cache(facts: DataFacts, total: int) -> None:
@@ -133,11 +177,6 @@ def cached_where(facts: DataFacts) -> str | None:
     return "memory" if facts.host_fits and facts.setting != "none" else None
 
 
-def streams_jpeg(facts: DataFacts) -> bool:
-    """JPEG files nvJPEG can decode here (``gpu_decode.decodes_on_gpu``), on the batch path, under auto or none."""
-    return facts.gpu_decode and facts.batch_path and facts.setting in ("auto", "none")
-
-
 def nvjpeg_placement(facts: DataFacts, why: str) -> Placement:
     line = f"data: {facts.images} JPEG files decoded every epoch on {facts.device} with nvJPEG ({why})"
     return Placement("gpu-decode", line)
@@ -145,8 +184,10 @@ def nvjpeg_placement(facts: DataFacts, why: str) -> Placement:
 
 def needs_race(facts: DataFacts) -> bool:
     """Whether the choice hangs on timing nvJPEG against the loader's workers: JPEG files nvJPEG can decode,
-    that stream (neither cache holds them), in a fresh run (a resumed one keeps its decoder)."""
-    return streams_jpeg(facts) and facts.recorded is None and cached_where(facts) is None
+    that stream (neither cache holds them), in a fresh run (a resumed one keeps its decoder) under
+    ``data.decoder=auto``, not under train.deterministic."""
+    fresh_auto = facts.decoder == "auto" and facts.recorded is None and not facts.deterministic
+    return fresh_auto and nvjpeg_refusal(facts) is None and cached_where(facts) is None
 
 
 def place(facts: DataFacts, race: Callable[[], DecodeRace], world: World) -> Placement:
@@ -186,13 +227,18 @@ def measured_facts(
     device: torch.device,
     host_fits: bool,
     recorded: str | None = None,
+    decoder: str = "auto",
+    deterministic: bool = False,
 ) -> DataFacts:
     """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``, ``recorded`` from
-    ``recorded_decoder``); the race is ``place``'s to run, where the choice hangs on it."""
+    ``recorded_decoder``, ``decoder`` and ``deterministic`` the config's); the race is ``place``'s to run, where
+    the choice hangs on it."""
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
-    # The probe asked again for its reason, only where the files and device were nvJPEG's and it failed (rare).
-    failure = cuda_decode_failure(device) if not gpu and jpegs_on_cuda(paths, device) else None
-    return DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure, recorded)
+    # Why not, asked only where nvJPEG cannot (its probe decode then runs again: rare, and on CUDA alone).
+    unavailable = None if gpu else nvjpeg_unavailable(paths, device)
+    failure = unavailable if not gpu and jpegs_on_cuda(paths, device) else None  # the GPU path was wanted
+    measured = DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
+    return replace(measured, recorded=recorded, decoder=decoder, deterministic=deterministic, unavailable=unavailable)
 
 
 @dataclass(frozen=True)
