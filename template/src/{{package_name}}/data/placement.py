@@ -74,6 +74,7 @@ class DataFacts:
     decoder: str = "auto"  # data.decoder: auto | nvjpeg | cpu
     deterministic: bool = False  # train.deterministic: auto takes the CPU, whose choice needs no clock
     unavailable: str | None = None  # why nvJPEG cannot decode these files here (gpu_decode.nvjpeg_unavailable)
+    outvoted: bool = False  # under torchrun another process decodes on the CPU (``place``): so does this one
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
     if refusal:
         wanted = facts.gpu_decode_failure is not None and facts.batch_path and streams  # JPEGs on CUDA, a bad probe
         return False, f"not with nvJPEG: {facts.gpu_decode_failure}" if wanted else ""
+    if facts.outvoted:
+        return False, "not with nvJPEG: another of torchrun's processes decodes on the CPU (its data: line says why)"
     if facts.decoder == "nvjpeg":
         return True, "data.decoder=nvjpeg"
     if facts.decoder == "cpu":  # said where the images stream: cached, they are the CPU's anyway
@@ -192,10 +195,15 @@ def needs_race(facts: DataFacts) -> bool:
 
 def place(facts: DataFacts, race: Callable[[], DecodeRace], world: World) -> Placement:
     """``choose``, after the race where the choice hangs on it (``decode_race.py``). Under torchrun every process
-    votes, timed or not (a collective they all reach): nvJPEG decodes only where every one found it faster."""
-    timed = race() if needs_race(facts) else None
-    faster = all_agree(timed is None or timed.faster, world)
-    return choose(replace(facts, race=timed and replace(timed, faster=faster)))
+    votes on its own placement, whether it raced or not (a collective they all reach): nvJPEG decodes only where
+    every process chose it, since one that decodes on the CPU (cached, kept from its checkpoint, nvJPEG slower
+    or missing on its machine) would train on other pixels."""
+    facts = replace(facts, race=race() if needs_race(facts) else None)
+    chosen = choose(facts)
+    on_gpu = chosen.where == "gpu-decode"
+    if all_agree(on_gpu, world) or not on_gpu:  # asked first, on every process
+        return chosen
+    return choose(replace(facts, outvoted=True))
 
 
 def recorded_decoder(resume: str | None, out_dir: str) -> str | None:
