@@ -22,8 +22,9 @@ from .config import TrainConfig
 from .device import select_device
 from .errors import UserError
 
-# How long the processes wait for each other once, after the data is set up: a rank on a slow shared file system
-# may check and fingerprint its data far longer than a collective should take (train.collective_timeout).
+# How long the processes wait for each other while they set up their data (``files_checked``, the decoder's vote
+# ``all_agree``, ``started``): a rank on a slow shared file system may check and fingerprint its data far longer
+# than a collective should take (train.collective_timeout).
 STARTUP_TIMEOUT = datetime.timedelta(hours=2)
 
 
@@ -34,7 +35,8 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
-    # A gloo group with STARTUP_TIMEOUT for the one wait after data setup (``started``); None for one process.
+    # A gloo group with STARTUP_TIMEOUT for the waits of the data's set-up (``files_checked``, ``all_agree``,
+    # ``started``); None for one process.
     startup: Any = field(default=None, compare=False, repr=False)
     # This process's device, chosen once (``init_world`` under torchrun, else the trainer) and read by the rest.
     device: torch.device | None = field(default=None, compare=False)
@@ -108,6 +110,14 @@ def started(world: World) -> None:
     fingerprints, caches), and a slow one must not make the others give up.
     A process that fails before it gets here ends the wait at once.
     """
+    if world.distributed and world.startup is not None:
+        dist.barrier(group=world.startup)
+
+
+def files_checked(world: World) -> None:
+    """Every process waits here until each node's local rank 0 has checked the files (the others skip the checks),
+    as at ``started``: before any process times its decode (``data/decode_race.py``), so that no file check shares
+    the cores a race times. A collective: every process asks, once, at the same point."""
     if world.distributed and world.startup is not None:
         dist.barrier(group=world.startup)
 
@@ -192,7 +202,7 @@ def agreed(flag: bool, world: World, device: torch.device) -> bool:
 
 def all_agree(flag: bool, world: World) -> bool:
     """True on every process when every process says so: at start-up, on its long-waiting group (``started``), so
-    a process still checking its files is waited for. A collective: every process asks, once, at the same point."""
+    a process still setting up its data is waited for. A collective: every process asks, once, at the same point."""
     if not world.distributed or world.startup is None:
         return flag
     votes = torch.tensor([1 if flag else 0])

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from . import gpu_decode
-from .decode import decode_tensor
-from .gpu_decode import nvjpeg_reads, out_of_memory, squares_of
+from .gpu_decode import contract_decode, nvjpeg_reads, out_of_memory, squares_of
 from .pipeline import square
 
 SAMPLE = 32  # files timed each way: a batch's worth, a fraction of a second on either side
@@ -61,11 +60,12 @@ class DecodeRace:
         return rates if self.faster else f"{rates} (nvJPEG needs {MARGIN:g} x the CPU's)"
 
 
-def sampled(paths: list[str], read: Callable[[str], bytes], side: int) -> list[bytes]:
-    """Up to ``SAMPLE`` of the files, spread over the set (its classes, its sizes), that nvJPEG takes."""
+def sampled(paths: list[str], read: Callable[[str], bytes], side: int) -> list[tuple[str, bytes]]:
+    """Up to ``SAMPLE`` of the files, spread over the set (its classes, its sizes), that nvJPEG takes: their paths
+    and bytes."""
     step = max(1, len(paths) // SAMPLE)
-    files = (read(path) for path in paths[::step][:SAMPLE])
-    return [data for data in files if nvjpeg_reads(data, side)]
+    files = ((path, read(path)) for path in paths[::step][:SAMPLE])
+    return [(path, data) for path, data in files if nvjpeg_reads(data, side)]
 
 
 def synchronize(device: torch.device) -> None:
@@ -87,7 +87,7 @@ def race(
         return DecodeRace(len(files), 0.0, 0.0, workers, faster=False)
     decode = gpu_decode.jpeg_decoder()  # looked up now: the tests put a stand-in there
     assert decode is not None, "decodes_on_gpu found TorchCodec"
-    sources = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
+    sources = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for _, data in files]
     try:
         squares_of(decode(sources[:1], mode="RGB", device=device), side)  # nvJPEG's handles, the resize's kernels
         synchronize(device)
@@ -101,8 +101,8 @@ def race(
         return DecodeRace(len(files), 0.0, 0.0, workers, faster=False, refused=first)
     on_gpu = max(clock() - start, 1e-9)
     start = clock()
-    for data in files:
-        square(decode_tensor(data, side), side)
+    for path, data in files:  # as the loader's workers decode: a file Pillow cannot read stops the run naming it
+        square(contract_decode(data, path, side), side)
     on_cpu = max(clock() - start, 1e-9) / max(workers, 1)  # the workers decode side by side, each a file at a time
     faster = on_cpu >= MARGIN * on_gpu  # seconds for the same files: nvJPEG's at most 1 / MARGIN of the CPU's
     return DecodeRace(len(files), len(files) / on_gpu, len(files) / on_cpu, workers, faster=faster)

@@ -223,9 +223,10 @@ def build_training_data(
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices. The per-file checks open every
     file: under torchrun only local rank 0 makes them, once per node, while the
-    others wait for it at the decoder's vote (``placement.place``, on the long
-    wait of ``distributed.started``) (``data.on_bad_file: skip``
-    reads every file on every rank: each needs the list). What they found is
+    others wait for it before the decoder's race (``placement.place``, at
+    ``distributed.files_checked``: the long wait of the start-up group)
+    (``data.on_bad_file: skip`` reads every file on every rank: each needs the
+    list). What they found is
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
     ``progress``: this process reports the long phases (``core/progress.py``).

@@ -44,7 +44,7 @@ from torchvision import datasets
 
 from ..core.checkpoint import find_resume_state
 from ..core.config import DataConfig
-from ..core.distributed import World, all_agree
+from ..core.distributed import World, all_agree, files_checked
 from ..core.errors import UserError
 from .cache import AUTO_SHARE, MemoryCache
 from .decode_race import DecodeRace
@@ -198,6 +198,7 @@ def place(facts: DataFacts, race: Callable[[], DecodeRace], world: World) -> Pla
     votes on its own placement, whether it raced or not (a collective they all reach): nvJPEG decodes only where
     every process chose it, since one that decodes on the CPU (cached, kept from its checkpoint, nvJPEG slower
     or missing on its machine) would train on other pixels."""
+    files_checked(world)  # every node's files checked: no check shares the cores a race times (torchrun)
     facts = replace(facts, race=race() if needs_race(facts) else None)
     chosen = choose(facts)
     on_gpu = chosen.where == "gpu-decode"

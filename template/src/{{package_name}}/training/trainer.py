@@ -151,7 +151,8 @@ class Trainer:
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
-        # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
+        # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
+        # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
         data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world, resume)
         train_set, val_set = data.train, data.val
