@@ -129,6 +129,9 @@ def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
     what cannot be, ``data.decoder``'s pin, the checkpoint's decoder, auto's caches, train.deterministic, the race.
     """
     streams = cached_where(facts) is None  # the images stream: where they are decoded is worth a word
+    kept = facts.recorded == "nvjpeg"  # the resume then says the pixels change, and points at this line for why
+    if refusal and kept:
+        return False, f"not with nvJPEG as its checkpoint's run did: {refusal}"
     if refusal:
         wanted = facts.gpu_decode_failure is not None and facts.batch_path and streams  # JPEGs on CUDA, a bad probe
         return False, f"not with nvJPEG: {facts.gpu_decode_failure}" if wanted else ""
@@ -136,8 +139,8 @@ def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
         return False, "not with nvJPEG: another of torchrun's processes decodes on the CPU (its data: line says why)"
     if facts.decoder == "nvjpeg":
         return True, "data.decoder=nvjpeg"
-    if facts.decoder == "cpu":  # said where the images stream: cached, they are the CPU's anyway
-        return False, "data.decoder=cpu" if streams else ""
+    if facts.decoder == "cpu":  # said where the images stream or the checkpoint's were nvJPEG's: else, cached anyway
+        return False, "data.decoder=cpu" if streams or kept else ""
     if facts.recorded == "nvjpeg":  # the resumed run's own decoder, whatever auto would do now: the same pixels
         return True, "as its checkpoint's run did"
     if not streams:  # data.cache=auto keeps them: decoded once, on the CPU
