@@ -24,7 +24,9 @@ whatever ``auto`` would choose now, so resume stays exact. ``nvjpeg`` and
 ``cpu`` pin one (``nvjpeg`` where nvJPEG cannot decode the run is refused in
 one line naming why). Where a resumed run's decoder cannot run here (no
 TorchCodec on this machine), the data line says why and the resume says so in
-one line (``run_state.py``).
+one line (``run_state.py``). A checkpoint written before the decoder was
+recorded resumes by the rule of then (nvJPEG wherever it decodes the streamed
+files), with a note where that is nvJPEG.
 
 ``auto`` takes ``device`` on CUDA only: on the CPU, ``memory`` is the same
 memory. ``data.cache: device`` asks for it on any device (on the CPU that is
@@ -69,7 +71,9 @@ class DataFacts:
     host_fits: bool  # cache.keeps_in_memory: the images fit the host's share (they are decoded there first)
     gpu_decode: bool = False  # gpu_decode.decodes_on_gpu: CUDA, TorchCodec decodes there, every training file a JPEG
     gpu_decode_failure: str | None = None  # why not, where TorchCodec loads but failed its probe decode on the GPU
-    recorded: str | None = None  # the decoder of the run a resume continues: nvjpeg | cpu (None: a fresh run)
+    # The decoder of the run a resume continues: nvjpeg | cpu | unrecorded (its checkpoint is older than the record:
+    # the rule of then, nvJPEG wherever it decodes streamed files) | None (a fresh run).
+    recorded: str | None = None
     race: DecodeRace | None = None  # nvJPEG against the loader's workers, timed where the choice hangs on it
     decoder: str = "auto"  # data.decoder: auto | nvjpeg | cpu
     deterministic: bool = False  # train.deterministic: auto takes the CPU, whose choice needs no clock
@@ -147,6 +151,8 @@ def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
         return False, ""
     if facts.recorded == "cpu":
         return False, "on the CPU, as its checkpoint's run did"
+    if facts.recorded == "unrecorded":  # as the project chose before the decoder was recorded (the resume notes it)
+        return True, "its checkpoint records no decoder: nvJPEG, as runs chose before the decoder was recorded"
     if facts.deterministic:
         return False, "on the CPU: train.deterministic runs no race, whose result hangs on a clock; " \
                       "data.decoder=nvjpeg pins nvJPEG"  # fmt: skip
@@ -214,13 +220,16 @@ def recorded_decoder(resume: str | None, out_dir: str) -> str | None:
     """The decoder of the run a resume continues (nvjpeg or cpu), from the file the restore will read:
     ``find_resume_state``'s pick for ``--resume`` (``auto``: out_dir's last.pt, or an older one where it is
     damaged; a path: that file, whatever out_dir holds). None for a fresh run, or where no file is found or
-    says (the restore then refuses the file, or names what changed). Mapped, not read: its tensors stay on disk."""
+    reads (the restore then refuses it); ``unrecorded`` for a checkpoint written before the decoder was recorded.
+    Mapped, not read: its tensors stay on disk."""
     try:
         found = find_resume_state(resume, out_dir, mapped=True)
     except UserError:  # the restore says it, in the same words, after the run's lock is held
         return None
-    decoder = found[1].get("provenance", {}).get("decoder") if found else None
-    return decoder if decoder in ("nvjpeg", "cpu") else None
+    if found is None:
+        return None
+    decoder = found[1].get("provenance", {}).get("decoder")
+    return decoder if decoder in ("nvjpeg", "cpu") else "unrecorded"
 
 
 def device_free_memory(device: torch.device) -> int | None:

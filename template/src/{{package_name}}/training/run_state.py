@@ -294,11 +294,18 @@ class RunState:
 
     def decoder_note(self, state: dict[str, Any]) -> str | None:
         """The training images decoded by another decoder than the checkpoint's run used (``placement.py`` keeps
-        it where it can run: it could not here): one line, since their pixels differ by a few levels."""
+        it where it can run: it could not here), or with nvJPEG after a checkpoint that does not say which decoder
+        its run used: one line, since their pixels differ by a few levels."""
         saved, now = state.get("provenance", {}).get("decoder"), self.parts.provenance.get("decoder")
-        if saved is None or saved == now:  # a file written before the decoder was recorded says none
-            return None
         names = {"nvjpeg": "with nvJPEG on the GPU", "cpu": "on the CPU"}
+        if saved is None and now == "nvjpeg":  # written before the decoder was recorded: its run's is a guess
+            return (
+                "the checkpoint does not record which decoder made its run's training images (it is older than "
+                "that record); this run decodes them with nvJPEG on the GPU, as runs chose then wherever nvJPEG "
+                "ran: if its run decoded them on the CPU, resume with --set data.decoder=cpu to keep its pixels"
+            )
+        if saved is None or saved == now:
+            return None
         return (
             f"the checkpoint's run decoded its training images {names.get(saved, saved)}, this one decodes them "
             f"{names.get(now, now)} (the data: line says why): their pixels differ by a few levels, so the run "
