@@ -191,8 +191,9 @@ class Trainer:
         if cfg.train.sync_batchnorm:
             model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
         # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
-        # ``wrapped`` is what the batch loop calls: the model itself, or DDP or DataParallel around it, then
-        # torch.compile around that (distributed.wrap_model: PyTorch's order). Both share the same parameters.
+        # ``wrapped`` is what the batch loop calls: the model itself, or DDP or DataParallel around it; with
+        # train.compile, torch.compile around the model or around DDP (distributed.wrap_model: PyTorch's order;
+        # DataParallel is never compiled, data_parallel_ids refuses the pair). Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
         self.replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
         self.wrap()
@@ -212,7 +213,8 @@ class Trainer:
         )
 
     def wrap(self) -> None:
-        """``wrapped``: the model inside DDP or DataParallel, or itself, compiled with ``train.compile`` (P14)."""
+        """``wrapped``: the model inside DDP or DataParallel, or itself (P14); with ``train.compile``, the model or
+        its DDP compiled (DataParallel is refused with compile at start)."""
         device, dtype = self.compute.device, self.compute.autocast_dtype
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
