@@ -413,6 +413,38 @@ def fake_gpu_suite(tmp_path: Path, gpus: int, cwd: Path, project: Path, *selecti
     return json.loads(report.read_text())
 
 
+COMMANDS_SUITE = """
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_another_command_that_names_a_py_file_and_train() -> None:
+    done = subprocess.run([sys.executable, "-c", "pass", "tests/test_x.py", "-k", "train"], check=False)
+    assert done.returncode == 0
+
+
+def test_a_launcher_script(tmp_path) -> None:
+    subprocess.run([sys.executable, str(tmp_path / "launch.py"), "train", "--config", "", "--set", "data.batch_size=4"])
+"""
+
+
+def test_fake_gpus_stops_train_commands_alone(project: Path, tmp_path: Path) -> None:
+    """tests/gpu/fake_gpus.py records and stops ``-m PACKAGE train`` and ``SCRIPT.py train`` (a test's launcher), and
+    runs every other command: one that names a .py file and the word train elsewhere (``pytest tests/x.py -k
+    train``) was parsed as a training, recorded and stopped."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_commands.py").write_text(COMMANDS_SUITE)
+    tests = fake_gpu_suite(tmp_path, 1, tmp_path, project, "tests/test_commands.py")["tests"]
+    other = tests["tests/test_commands.py::test_another_command_that_names_a_py_file_and_train"]
+    assert other["runs"] == [] and "stopped" not in other, other
+    launcher = tests["tests/test_commands.py::test_a_launcher_script"]
+    assert launcher.get("stopped") and [run["batch_size"] for run in launcher["runs"]] == [4], launcher
+
+
 @pytest.mark.parametrize("gpus", [1, 2, 8])
 def test_the_projects_gpu_suite_is_green_on_any_gpu_count(project: Path, tmp_path: Path, gpus: int) -> None:
     """The generated project's ``-m gpu`` suite, collected and started with ``gpus`` GPUs faked.
