@@ -188,9 +188,60 @@ def test_a_carried_project_made_from_another_commit_is_made_again(tmp_path: Path
     made_again = project_step("0.7.3-2-g1234abc")
     why = "gpu-check: .gpu-project/ is not this checkout's (made from 0.7.3-2-g1234abc, this checkout is at "
     assert f"{why}{head[:10]}): made again" in made_again
-    assert "rm -rf .gpu-project" in made_again and "-m copier copy" in made_again
+    made = made_again.index("-m copier copy")  # into .gpu-project.new, then swapped in
+    assert "rm -rf .gpu-project.new" in made_again[:made] and ".gpu-project.new" in made_again[made:].split("\n")[0]
+    assert "rm -rf .gpu-project\n" in made_again[made:] and "mv .gpu-project.new .gpu-project" in made_again[made:]
     (root / "template" / "pyproject.toml.jinja").write_text("changed")
     assert "(the template has uncommitted changes): made again" in project_step(head)
+
+
+def test_a_carried_project_stays_where_copier_cannot_make_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """copier is installed from the registry for the project step: without it (no registry, no copier), the old
+    .gpu-project/ was removed first and the check left with none. It stays as it was, and the step fails in one
+    line saying what to do; where copier works, its project replaces the old one."""
+    check = load("check")
+    old, fresh = tmp_path / ".gpu-project", tmp_path / ".gpu-project.new"
+    (old / "src").mkdir(parents=True)
+    monkeypatch.setattr(check, "PROJECT", old)
+    monkeypatch.setattr(check, "FRESH", fresh)
+    monkeypatch.setattr(check, "project_outdated", lambda project: "made from 0.7.3, this checkout is at 1234abcd")
+    monkeypatch.setattr(check, "copier_in", lambda check: True)
+    monkeypatch.setattr(check, "probe", lambda *args, **kwargs: {"nvjpeg_failure": None})
+
+    class Shell:
+        dry = False
+
+        def __init__(self, copier_works: bool) -> None:
+            self.copier_works, self.ran = copier_works, []
+
+        def run(self, argv: list[Any], **kwargs: Any) -> int:
+            words = [str(word) for word in argv]
+            self.ran.append(" ".join(words))
+            if "copier" in words:
+                if self.copier_works:
+                    (Path(words[-1]) / "pyproject.toml").parent.mkdir(parents=True)
+                    (Path(words[-1]) / "pyproject.toml").write_text("made by copier")
+                return 0 if self.copier_works else 1
+            if words[0] in ("rm", "mv"):
+                return subprocess.run(words, check=False).returncode
+            return 0  # pip
+
+    failing = check.Check(Shell(copier_works=False), gpus=1, workers=1)
+    row = check.Row("project")
+    check.project(failing, row)
+    assert row.status == "FAILED" and (old / "src").is_dir() and not fresh.exists(), failing.shell.ran
+    said = (
+        ".gpu-project/ is not this checkout's (made from 0.7.3, this checkout is at 1234abcd) and copier could not "
+        "make it again here: run make gpu-project where copier runs and carry it (the old one is kept, untested)"
+    )
+    assert row.detail == failing.fatal == said
+    working = check.Check(Shell(copier_works=True), gpus=1, workers=1)
+    row = check.Row("project")
+    check.project(working, row)
+    assert row.status == "ok" and (old / "pyproject.toml").read_text() == "made by copier", working.shell.ran
+    assert not (old / "src").exists() and not fresh.exists()
 
 
 def test_a_benchmark_case_that_did_not_run_on_its_path_fails_the_check(

@@ -11,8 +11,9 @@ The steps, each timed, each a row of the table printed at the end:
    the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
 3. project: ``.gpu-project/`` where carried (make gpu-project) and made from this checkout (its answers'
    ``_commit`` is HEAD, and the template has no uncommitted change), else made here by copier, which is installed
-   from the registry only for this step and only where this Python lacks it; then installed with every
-   extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
+   from the registry only for this step and only where this Python lacks it (made beside it, then swapped in:
+   where copier cannot make it, a carried one stays as it was and the step fails saying what to do); then
+   installed with every extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
 4. the template's GPU suite (tests/test_gpu.py on that project) and 5. the project's ``pytest -m gpu``, both
    with ``TORCH_SCAFFOLD_GPU_CHECK=1``: a GPU test that skips fails, except a test that needs more GPUs
    than this machine has (the ``gpus`` marker), which is counted apart.
@@ -52,6 +53,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".gpu-venv"
 PROJECT = REPO / ".gpu-project"
+FRESH = REPO / ".gpu-project.new"  # where copier makes it, before it replaces PROJECT (make_project)
 PACKAGE = "gpu_check"  # make gpu-project's package_name
 WHEELS = REPO / ".wheels"
 OUT = REPO / ".bench" / "gpu-check"
@@ -314,22 +316,24 @@ def see_this_pythons_packages(venv_python: Path) -> None:
 def project(check: Check, row: Row) -> None:
     codes = []
     outdated = project_outdated(PROJECT) if PROJECT.is_dir() else None
-    if outdated is not None:  # a pull since make gpu-project: the old project would be tested, said "carried"
-        print(f"gpu-check: {PROJECT.name}/ is not this checkout's ({outdated}): made again", flush=True)
-        codes.append(check.shell.run(["rm", "-rf", PROJECT], limit=120))
     if PROJECT.is_dir() and outdated is None:
         made = f"{PROJECT.name}/ carried ({carried_note(PROJECT)})"
     else:
-        if not copier_in(check):  # copier is needed here alone: installed only where the project is made
-            codes.append(check.pip("-c", str(VENV / "constraints.txt"), "copier", limit_key="project"))
-        copier = [check.python, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD"]
-        answers = ["-d", "project_name=GPU Check", "-d", f"package_name={PACKAGE}"]
-        codes.append(check.shell.run([*copier, *answers, REPO, PROJECT], limit=HANG_S["project"]))
+        if outdated is not None:  # a pull since make gpu-project: the old project would be tested, said "carried"
+            print(f"gpu-check: {PROJECT.name}/ is not this checkout's ({outdated}): made again", flush=True)
+        if not make_project(check, codes):
+            row.status = "FAILED"
+            if outdated is not None:  # kept as it was: only a project that copier made replaces it
+                check.fatal = row.detail = (
+                    f"{PROJECT.name}/ is not this checkout's ({outdated}) and copier could not make it again here: "
+                    "run make gpu-project where copier runs and carry it (the old one is kept, untested)"
+                )
+            else:
+                check.fatal = row.detail = (
+                    f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
+                )
+            return
         made = f"{PROJECT.name}/ made by copier" + (f" ({outdated})" if outdated else "")
-    if not check.shell.dry and not PROJECT.is_dir():
-        check.fatal = row.detail = f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
-        row.status = "FAILED"
-        return
     # Every extra by name (ONNX export, Optuna sweeps, TorchCodec...): one that cannot install fails the step,
     # the others still install. TorchCodec's is the environment's: where it failed there, pip would fail here.
     extras = [name for name in extras_of(project_pyproject()) if check.codec_installed or name != "decode"]
@@ -343,6 +347,23 @@ def project(check: Check, row: Row) -> None:
         decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
     row.status = "ok" if not any(codes) and check.codec_installed else "FAILED"
     row.detail = f"{made}, installed with {', '.join(extras)}; {decodes}"
+
+
+def make_project(check: Check, codes: list[int]) -> bool:
+    """copier makes the project beside ``PROJECT`` (``FRESH``), which then replaces it: a copier that cannot run
+    here (not installed, no registry) leaves a carried project as it was. Whether it was made."""
+    codes.append(check.shell.run(["rm", "-rf", FRESH], limit=120))  # what an interrupted try left
+    if not copier_in(check):  # copier is needed here alone: installed only where the project is made
+        codes.append(check.pip("-c", str(VENV / "constraints.txt"), "copier", limit_key="project"))
+    copier = [check.python, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD"]
+    answers = ["-d", "project_name=GPU Check", "-d", f"package_name={PACKAGE}"]
+    made = check.shell.run([*copier, *answers, REPO, FRESH], limit=HANG_S["project"])
+    if made != 0 or not (check.shell.dry or FRESH.is_dir()):
+        check.shell.run(["rm", "-rf", FRESH], limit=120)
+        return False
+    codes.append(check.shell.run(["rm", "-rf", PROJECT], limit=120))
+    codes.append(check.shell.run(["mv", FRESH, PROJECT], limit=120))
+    return True
 
 
 def git(*args: str) -> str | None:
