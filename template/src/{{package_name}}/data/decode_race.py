@@ -41,7 +41,7 @@ MARGIN = 1.2  # nvJPEG must decode at least this many times the CPU's files a se
 class DecodeRace:
     """Files a second each way, on this run's own files, and the verdict."""
 
-    files: int  # sampled files nvJPEG takes: none, and it has nothing to decode
+    files: int  # sampled files nvJPEG takes: fewer than MIN_FILES, and none is timed
     nvjpeg: float  # nvJPEG's batched decode and resize on the training GPU
     cpu: float  # the contract's decode and square on one core, times the loader's workers
     workers: int  # the loader's workers (0: the training process decodes, counted as one)

@@ -9,11 +9,12 @@ One rule for ``auto``, in this order:
 2. ``memory``: decoded once into this machine's memory when they take at most
    ``cache.AUTO_SHARE`` of it; batches are gathered on the host and copied.
 3. ``gpu-decode``: on CUDA, when every training file is a JPEG, TorchCodec
-   decodes a probe JPEG there, and nvJPEG decodes a sample of the files faster
-   than the loader's workers would (``decode_race.py``, timed at start only
-   where the choice hangs on it): the loader reads bytes, nvJPEG decodes each
-   batch on the GPU (``gpu_decode.py``). A probe that fails, or a race that
-   nvJPEG loses, is named in the line.
+   decodes a probe JPEG there, and nvJPEG decodes a sample of the files clearly
+   faster than the loader's workers would (``decode_race.py``: ``MARGIN`` times
+   their rate on ``MIN_FILES`` files or more, timed at start only where the
+   choice hangs on it): the loader reads bytes, nvJPEG decodes each batch on
+   the GPU (``gpu_decode.py``). A probe that fails, or a race that nvJPEG
+   loses, is named in the line.
 4. ``stream``: decoded batch by batch in the loader, every epoch.
 
 ``data.decoder`` decides between nvJPEG and the CPU where the files stream:
@@ -56,6 +57,8 @@ from .pipeline import Fill, square_images
 from .store import CacheStore
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
+# What the data line says where train.deterministic leaves streamed JPEG files to the CPU, untimed.
+UNTIMED = "on the CPU: train.deterministic runs no race, whose result hangs on a clock; data.decoder=nvjpeg pins nvJPEG"
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,9 @@ def choose(facts: DataFacts) -> Placement:
         refuse_device_cache(facts, total)
     refusal = nvjpeg_refusal(facts)
     if facts.decoder == "nvjpeg" and refusal:
-        raise UserError(f"data.decoder=nvjpeg, but nvJPEG cannot decode this run's images: {refusal}; "
-                        "set data.decoder=auto or cpu")  # fmt: skip
+        raise UserError(
+            f"data.decoder=nvjpeg, but nvJPEG cannot decode this run's images: {refusal}; set data.decoder=auto or cpu"
+        )
     nvjpeg, why = nvjpeg_verdict(facts, refusal)
     if nvjpeg:
         return nvjpeg_placement(facts, why)
@@ -130,8 +134,8 @@ def nvjpeg_refusal(facts: DataFacts) -> str | None:
 
 def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
     """Whether nvJPEG decodes the run, and the words the data line adds (empty: none worth saying). In order:
-    what cannot be, ``data.decoder``'s pin, the checkpoint's decoder, auto's caches, train.deterministic, the race.
-    """
+    what cannot be, the other processes' vote, ``data.decoder``'s pin, the checkpoint's decoder, auto's caches,
+    train.deterministic, the race."""
     streams = cached_where(facts) is None  # the images stream: where they are decoded is worth a word
     kept = facts.recorded == "nvjpeg"  # the resume then says the pixels change, and points at this line for why
     if refusal and kept:
@@ -154,8 +158,7 @@ def nvjpeg_verdict(facts: DataFacts, refusal: str | None) -> tuple[bool, str]:
     if facts.recorded == "unrecorded":  # as the project chose before the decoder was recorded (the resume notes it)
         return True, "its checkpoint records no decoder: nvJPEG, as runs chose before the decoder was recorded"
     if facts.deterministic:
-        return False, "on the CPU: train.deterministic runs no race, whose result hangs on a clock; " \
-                      "data.decoder=nvjpeg pins nvJPEG"  # fmt: skip
+        return False, UNTIMED
     if facts.race is None:
         return False, "not with nvJPEG: not timed"
     return facts.race.faster, facts.race.words() if facts.race.faster else f"not with nvJPEG: {facts.race.words()}"
