@@ -117,8 +117,9 @@ gpu-wheels: $(STAMP)
 # Every GPU check in one command, from a clone, on a machine with a GPU, Python and a package registry
 # (tests/gpu/check.py says each step): red in its first second where no GPU is usable (one line saying why);
 # otherwise builds .gpu-venv over GPU_PYTHON's CUDA torch (never replaced), makes .gpu-project/ unless carried
-# (copier only there), runs the template's and the project's GPU suites (a skip fails), a 2-process torchrun
-# DDP job on 2 GPUs or more, the benchmark's check cases, and ends with one table, each step timed.
+# from this checkout's HEAD (copier only there), runs the template's and the project's GPU suites (a skip fails),
+# a torchrun DDP job on every GPU (2 to 8), the benchmark's check cases (red where one did not run on the path it
+# names), and ends with one table, each step timed.
 # GPU_CHECK_ARGS="--dry-run 2" prints the commands for 2 GPUs and runs none; "--workers 1": a serial project suite.
 gpu-check:
 	@$(GPU_PYTHON) tests/gpu/check.py $(GPU_CHECK_ARGS)

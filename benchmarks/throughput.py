@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import multiprocessing
@@ -265,6 +266,43 @@ class HostSyncs:
         return self.syncs / self.steps
 
 
+class PathTaken:
+    """What a run's batches really came through: the stream ``TrainingBatches`` built (its class's name), and on
+    the nvJPEG path how many files nvJPEG and the CPU decoded (a file nvJPEG refused counts as the CPU's).
+    make gpu-check fails a case whose batches did not take the path it names."""
+
+    def __init__(self, package: str, setattr_: Callable[[object, str, object], None]) -> None:
+        self.streams: list[str] = []
+        self.nvjpeg = self.cpu = 0
+        batches = importlib.import_module(f"{package}.data.batches")
+        gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
+        build = batches.TrainingBatches.build.__func__
+        send, on_the_cpu = gpu_decode.GpuDecoded.send, gpu_decode.GpuDecoded.on_the_cpu
+
+        def recording_build(cls: type, *args: object, **kwargs: object) -> object:
+            made = build(cls, *args, **kwargs)
+            self.streams.append(type(made.stream).__name__)
+            return made
+
+        def counting_send(decoded: object, batch: Any, stream: object) -> object:
+            on_device = int(batch.on_device.sum())
+            self.nvjpeg, self.cpu = self.nvjpeg + on_device, self.cpu + len(batch.on_device) - on_device
+            return send(decoded, batch, stream)
+
+        def counting_fallback(decoded: object, *args: object) -> object:
+            self.nvjpeg, self.cpu = self.nvjpeg - 1, self.cpu + 1
+            return on_the_cpu(decoded, *args)
+
+        setattr_(batches.TrainingBatches, "build", classmethod(recording_build))
+        setattr_(gpu_decode.GpuDecoded, "send", counting_send)
+        setattr_(gpu_decode.GpuDecoded, "on_the_cpu", counting_fallback)
+
+    def row(self) -> dict[str, Any]:
+        """The trainer's run's part of a row (read before anything else builds a batch stream)."""
+        return {"ran_on": self.streams[0] if self.streams else "n/a", "b_nvjpeg_files": self.nvjpeg,
+                "b_cpu_files": self.cpu}  # fmt: skip
+
+
 @contextlib.contextmanager
 def patched() -> Any:
     """setattr that is undone on the way out (a benchmark's monkeypatch)."""
@@ -419,15 +457,27 @@ PATHS = {
 
 
 def forced_path(package: str, path: str, setattr_: Callable[[object, str, object], None]) -> str | None:
-    """Make the placement take ``path``; why it cannot here (nvJPEG without a working TorchCodec), else None."""
+    """Make the placement take ``path``; why it cannot here (nvJPEG without a working TorchCodec), else None.
+    nvJPEG is forced past the start's race (data/decode_race.py), whose figures the row keeps (``RACES``)."""
     placement = importlib.import_module(f"{package}.data.placement")
     if path == "prefetch":
         setattr_(placement, "decodes_on_gpu", lambda paths, device: False)
         setattr_(placement, "jpegs_on_cuda", lambda paths, device: False)
     if path == "nvjpeg":
         gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
+        decode_race = importlib.import_module(f"{package}.data.decode_race")
+        timed = decode_race.race
+
+        def won(*args: object) -> object:
+            RACES.append(timed(*args))
+            return dataclasses.replace(RACES[-1], faster=True)
+
+        setattr_(decode_race, "race", won)
         return gpu_decode.cuda_decode_failure(torch.device("cuda", 0)) if torch.cuda.is_available() else "no CUDA"
     return None
+
+
+RACES: list[Any] = []  # the start's races that forced_path overruled: nvJPEG's and the CPU's files a second
 
 
 # --check (make gpu-check) compiles one model alone: each compile takes a minute or so, and the check has 10.
@@ -497,14 +547,16 @@ def measure(
     known = {} if known is None else known
     with patched() as setattr_:
         why_not = forced_path(package, path, setattr_)
-        if why_not is not None:
+        if why_not is not None:  # a row that says so: make gpu-check fails on it
             print(f"    skipped: {why_not}", flush=True)
-            return None
+            return {"model": model_name, "image_size": size, "path": path, "skipped": why_not}
         if (model_name, size) not in known:
             compile_too = compiles(model_name, size, check)
             known[(model_name, size)] = compute_bound(package, cfg, classes, steps, device, every, compile_too)
         a, best = known[(model_name, size)]
+        taken, RACES[:] = PathTaken(package, setattr_), []
         b, epoch_seconds, utilisation, syncs = generated_trainer(package, cfg, device)
+        ran = {**taken.row(), **race_figures(RACES)}
         share = loading_seconds(package, cfg, device) / epoch_seconds
     busy = f"{utilisation:.0f}%" if utilisation is not None else "n/a"
     per_step = f"{syncs:.2f}" if syncs is not None else "n/a"
@@ -531,11 +583,21 @@ def measure(
         "b_host_syncs_per_step": round(syncs, 3) if syncs is not None else "n/a",
         "b_over_a": round(b / a, 3),
         "b_over_c": round(b / c, 3) if c is not None else "n/a",
+        **ran,  # the stream its batches came through, nvJPEG's and the CPU's files, the start's race
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
+
+
+def race_figures(races: list[Any]) -> dict[str, Any]:
+    """The start's race, where the run ran one (data/decode_race.py): files a second, nvJPEG's and the CPU's."""
+    if not races:
+        return {}
+    race = races[0]
+    return {"race_nvjpeg_files_per_s": round(race.nvjpeg, 1), "race_cpu_files_per_s": round(race.cpu, 1),
+            "race_workers": race.workers}  # fmt: skip
 
 
 def cases(device: torch.device, quick: bool, check: bool = False) -> list[tuple[str, int, int, int, str]]:
@@ -570,6 +632,7 @@ TABLE = [  # (heading, row key): the table make gpu-check ends with
     ("host syncs/step", "b_host_syncs_per_step"),
     ("naive img/s", "c_naive_loop"),
     ("loading share", "b_loading_share"),
+    ("batches from", "ran_on"),
 ]
 
 
@@ -578,10 +641,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [[heading for heading, _ in TABLE]]
     for row in rows:
         case = f"{row['model']}@{row['image_size']}" + ("" if row["path"] == "auto" else f" {row['path']}")
+        if "skipped" in row:
+            lines.append([case, f"skipped: {row['skipped']}", *[""] * (len(TABLE) - 2)])
+            continue
         lines.append([case if key == "case" else str(row.get(key, "n/a")) for _, key in TABLE])
     widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE))]
     text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in lines]
-    head = f"{rows[0]['device']}, {rows[0]['cpu_cores']} CPU cores, torch {rows[0]['torch']}" if rows else "no rows"
+    ran = [row for row in rows if "skipped" not in row]
+    head = f"{ran[0]['device']}, {ran[0]['cpu_cores']} CPU cores, torch {ran[0]['torch']}" if ran else "no rows"
     return "\n".join([head, *text])
 
 
@@ -635,7 +702,7 @@ def main() -> None:
     rows = [row for row in measured if row is not None]
     print()
     print(table(rows))
-    for row in rows:
+    for row in (row for row in rows if "skipped" not in row):
         print(
             f"  {row['model']}@{row['image_size']} {row['path']}: (a) {row['a_best_setting']}, batch "
             f"{row['batch_size']}, GPU busy {row['b_gpu_utilisation']}, trainer/naive {row['b_over_c']}"

@@ -123,12 +123,12 @@ def commands(output: str) -> list[str]:
 def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
     """The system's Python here has neither torch nor copier: the environment installs torch (none to keep) and
     copier is installed for the project's step alone; with the project and the TorchCodec wheel carried, no
-    copier at all and TorchCodec from the wheel. One GPU: no DDP job; two: a 2-process torchrun."""
+    copier at all and TorchCodec from the wheel. One GPU: no DDP job; two: a 2-process torchrun; 12: 8."""
     assert subprocess.run(["python3", "-c", "import copier"], capture_output=True, check=False).returncode != 0
     bare = dry_run(tmp_path, 1, carried=False)
     steps = [line.split(":")[0][3:] for line in bare.splitlines() if line.startswith("-- ")]
     assert steps == [
-        "preflight", "environment", "project", "template GPU suite", "project GPU suite", "DDP job, 2 processes",
+        "preflight", "environment", "project", "template GPU suite", "project GPU suite", "DDP job",
         "benchmark check cases",
     ]  # fmt: skip
     run = commands(bare)
@@ -144,7 +144,7 @@ def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
     suites = [command for command in run if "-m pytest" in command]
     assert len(suites) == 2 and all("TORCH_SCAFFOLD_GPU_CHECK=1" in command for command in suites), suites
     assert not any("torch.distributed.run" in command for command in run)
-    assert re.search(r"^DDP job, 2 processes +n/a +0\.0 +needs 2 GPUs; this machine has 1$", bare, re.MULTILINE)
+    assert re.search(r"^DDP job +n/a +0\.0 +needs 2 GPUs; this machine has 1$", bare, re.MULTILINE)
     assert "benchmarks/throughput.py --check --project .gpu-project" in bare
 
     carried = commands(dry_run(tmp_path, 2, carried=True, python=sys.executable))
@@ -153,6 +153,138 @@ def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
     assert any(command.endswith("--no-index --no-deps --find-links .wheels torchcodec") for command in carried)
     torchrun = [command for command in carried if "torch.distributed.run" in command]
     assert len(torchrun) == 1 and "--nproc_per_node=2" in torchrun[0] and "train.parallel=ddp" in torchrun[0]
+    for gpus, processes in ((8, 8), (12, 8)):  # DDP on every GPU, up to a node's 8
+        torchrun = [c for c in commands(dry_run(tmp_path / str(gpus), gpus, carried=True)) if "distributed.run" in c]
+        assert len(torchrun) == 1 and f"--nproc_per_node={processes} " in torchrun[0], torchrun
+
+
+def git_checkout(root: Path) -> str:
+    """``root`` made a git repository of one commit (what dry_run copied); its HEAD."""
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        subprocess.run(["git", "-C", str(root), *argv], check=True, capture_output=True)
+    found = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    return found.stdout.strip()
+
+
+def test_a_carried_project_made_from_another_commit_is_made_again(tmp_path: Path) -> None:
+    """After a pull, make gpu-check used to test the old .gpu-project/ and print only "carried". It is made again
+    where its answers' _commit is not HEAD, or where the template has uncommitted changes; a project of HEAD (a
+    tag or git describe's words for it too) is carried, saying so."""
+    dry_run(tmp_path, 1, carried=True)  # the files a dry run reads, copied
+    root = tmp_path / "carried"
+    (root / ".gitignore").write_text(".gpu-project/\n.wheels/\n")
+    head = git_checkout(root)
+    subprocess.run(["git", "-C", str(root), "tag", "0.7.4"], check=True)
+    script = root / "tests" / "gpu" / "check.py"
+
+    def project_step(commit: str) -> str:
+        (root / ".gpu-project" / ".copier-answers.yml").write_text(f"_commit: {commit}\n_src_path: .\n")
+        done = subprocess.run(["python3", str(script), "--dry-run", "1"], capture_output=True, text=True, cwd=root)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.split("== project\n")[1].split("-- project:")[0]
+
+    for same in (head, head[:7], "0.7.4"):
+        assert "copier" not in project_step(same), same
+    made_again = project_step("0.7.3-2-g1234abc")
+    why = "gpu-check: .gpu-project/ is not this checkout's (made from 0.7.3-2-g1234abc, this checkout is at "
+    assert f"{why}{head[:10]}): made again" in made_again
+    made = made_again.index("-m copier copy")  # into .gpu-project.new, then swapped in
+    assert "rm -rf .gpu-project.new" in made_again[:made] and ".gpu-project.new" in made_again[made:].split("\n")[0]
+    assert "rm -rf .gpu-project\n" in made_again[made:] and "mv .gpu-project.new .gpu-project" in made_again[made:]
+    (root / "template" / "pyproject.toml.jinja").write_text("changed")
+    assert "(the template has uncommitted changes): made again" in project_step(head)
+
+
+def test_a_carried_project_stays_where_copier_cannot_make_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """copier is installed from the registry for the project step: without it (no registry, no copier), the old
+    .gpu-project/ was removed first and the check left with none. It stays as it was, and the step fails in one
+    line saying what to do; where copier works, its project replaces the old one."""
+    check = load("check")
+    old, fresh = tmp_path / ".gpu-project", tmp_path / ".gpu-project.new"
+    (old / "src").mkdir(parents=True)
+    monkeypatch.setattr(check, "PROJECT", old)
+    monkeypatch.setattr(check, "FRESH", fresh)
+    monkeypatch.setattr(check, "project_outdated", lambda project: "made from 0.7.3, this checkout is at 1234abcd")
+    monkeypatch.setattr(check, "copier_in", lambda check: True)
+    monkeypatch.setattr(check, "probe", lambda *args, **kwargs: {"nvjpeg_failure": None})
+
+    class Shell:
+        dry = False
+
+        def __init__(self, copier_works: bool) -> None:
+            self.copier_works, self.ran = copier_works, []
+
+        def run(self, argv: list[Any], **kwargs: Any) -> int:
+            words = [str(word) for word in argv]
+            self.ran.append(" ".join(words))
+            if "copier" in words:
+                if self.copier_works:
+                    (Path(words[-1]) / "pyproject.toml").parent.mkdir(parents=True)
+                    (Path(words[-1]) / "pyproject.toml").write_text("made by copier")
+                return 0 if self.copier_works else 1
+            if words[0] in ("rm", "mv"):
+                return subprocess.run(words, check=False).returncode
+            return 0  # pip
+
+    failing = check.Check(Shell(copier_works=False), gpus=1, workers=1)
+    row = check.Row("project")
+    check.project(failing, row)
+    assert row.status == "FAILED" and (old / "src").is_dir() and not fresh.exists(), failing.shell.ran
+    said = (
+        ".gpu-project/ is not this checkout's (made from 0.7.3, this checkout is at 1234abcd) and copier could not "
+        "make it again here: run make gpu-project where copier runs and carry it (the old one is kept, untested)"
+    )
+    assert row.detail == failing.fatal == said
+    working = check.Check(Shell(copier_works=True), gpus=1, workers=1)
+    row = check.Row("project")
+    check.project(working, row)
+    assert row.status == "ok" and (old / "pyproject.toml").read_text() == "made by copier", working.shell.ran
+    assert not (old / "src").exists() and not fresh.exists()
+
+
+def test_a_benchmark_case_that_did_not_run_on_its_path_fails_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe that failed dropped the nvJPEG case and the step stayed green; a case that fell back to another
+    path (its files decoded on the CPU) passed as the nvJPEG one. Each is now named, red."""
+    check = load("check")
+    good = {"model": "resnet18", "image_size": 64, "b_generated_trainer": 9000.0, "a_compute_bound": 10000.0,
+            "a_best_setting": "bf16, channels_last", "b_over_a": 0.9, "b_host_syncs_per_step": 0.0}  # fmt: skip
+    rows = {
+        "auto": {**good, "path": "auto", "ran_on": "DeviceBatches"},
+        "prefetch": {**good, "path": "prefetch", "ran_on": "Prefetched"},
+        "nvjpeg": {**good, "path": "nvjpeg", "ran_on": "GpuDecoded", "b_nvjpeg_files": 10000, "b_cpu_files": 0},
+    }
+    astray = {
+        "skipped": {"model": "resnet18", "image_size": 64, "path": "nvjpeg", "skipped": "no CUDA"},
+        "elsewhere": {**rows["nvjpeg"], "ran_on": "Prefetched"},
+        "fell back": {**rows["nvjpeg"], "b_nvjpeg_files": 0, "b_cpu_files": 10000},
+    }
+
+    class Shell:
+        dry = False
+
+        def __init__(self, cases: list[dict[str, Any]]) -> None:
+            self.cases = cases
+
+        def run(self, argv: list[str], **kwargs: Any) -> int:
+            Path(argv[argv.index("--out") + 1]).write_text(json.dumps(self.cases))
+            return 0
+
+    monkeypatch.setattr(check, "OUT", tmp_path)
+    runs = [(list(rows.values()), "ok"), *(([*rows.values(), case], "FAILED") for case in astray.values())]
+    for cases, status in runs:
+        row = check.Row("benchmark check cases")
+        check.benchmark(check.Check(Shell(cases), gpus=1, workers=1), row)
+        assert row.status == status, (cases[-1], row)
+    problems = [check.path_problem(case) for case in astray.values()]
+    assert problems == [
+        "not run: no CUDA",
+        "its batches came through Prefetched, not GpuDecoded",
+        "nvJPEG decoded 0 files, the CPU 10000: it fell back",
+    ]
 
 
 def test_the_environment_holds_the_systems_cuda_torch() -> None:
@@ -330,6 +462,38 @@ def fake_gpu_suite(tmp_path: Path, gpus: int, cwd: Path, project: Path, *selecti
     )
     assert report.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(report.read_text())
+
+
+COMMANDS_SUITE = """
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_another_command_that_names_a_py_file_and_train() -> None:
+    done = subprocess.run([sys.executable, "-c", "pass", "tests/test_x.py", "-k", "train"], check=False)
+    assert done.returncode == 0
+
+
+def test_a_launcher_script(tmp_path) -> None:
+    subprocess.run([sys.executable, str(tmp_path / "launch.py"), "train", "--config", "", "--set", "data.batch_size=4"])
+"""
+
+
+def test_fake_gpus_stops_train_commands_alone(project: Path, tmp_path: Path) -> None:
+    """tests/gpu/fake_gpus.py records and stops ``-m PACKAGE train`` and ``SCRIPT.py train`` (a test's launcher), and
+    runs every other command: one that names a .py file and the word train elsewhere (``pytest tests/x.py -k
+    train``) was parsed as a training, recorded and stopped."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_commands.py").write_text(COMMANDS_SUITE)
+    tests = fake_gpu_suite(tmp_path, 1, tmp_path, project, "tests/test_commands.py")["tests"]
+    other = tests["tests/test_commands.py::test_another_command_that_names_a_py_file_and_train"]
+    assert other["runs"] == [] and "stopped" not in other, other
+    launcher = tests["tests/test_commands.py::test_a_launcher_script"]
+    assert launcher.get("stopped") and [run["batch_size"] for run in launcher["runs"]] == [4], launcher
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 8])

@@ -9,14 +9,17 @@ The steps, each timed, each a row of the table printed at the end:
    replaced: pip is held to its version (and torchvision's); a Python without a CUDA torch gets
    constraints.txt's from the registry. TorchCodec from ``.wheels/`` (make gpu-wheels) where carried, else from
    the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
-3. project: ``.gpu-project/`` where carried (make gpu-project), else made here by copier, which is installed
-   from the registry only for this step and only where this Python lacks it; then installed with every
-   extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
+3. project: ``.gpu-project/`` where carried (make gpu-project) and made from this checkout (its answers'
+   ``_commit`` is HEAD, and the template has no uncommitted change), else made here by copier, which is installed
+   from the registry only for this step and only where this Python lacks it (made beside it, then swapped in:
+   where copier cannot make it, a carried one stays as it was and the step fails saying what to do); then
+   installed with every extra (its dev extra: ONNX, Optuna, TensorBoard, MLflow, plots, TorchCodec, WebDataset).
 4. the template's GPU suite (tests/test_gpu.py on that project) and 5. the project's ``pytest -m gpu``, both
    with ``TORCH_SCAFFOLD_GPU_CHECK=1``: a GPU test that skips fails, except a test that needs more GPUs
    than this machine has (the ``gpus`` marker), which is counted apart.
-6. with two GPUs or more: a two-process torchrun DDP job (the default config on the sample data).
-7. the benchmark's check cases (benchmarks/throughput.py --check): the table's images/s rows.
+6. with two GPUs or more: a torchrun DDP job on every GPU, up to 8 (the default config on the sample data).
+7. the benchmark's check cases (benchmarks/throughput.py --check): the table's images/s rows; red where a
+   case did not run, or ran on another path than it names (the nvJPEG case fell back to the CPU).
 
 Standard library only: it starts on the system's Python, before any environment exists. Every process it
 starts is ended with its process group on every way out (an interrupted torchrun leaves no rank behind).
@@ -50,12 +53,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".gpu-venv"
 PROJECT = REPO / ".gpu-project"
+FRESH = REPO / ".gpu-project.new"  # where copier makes it, before it replaces PROJECT (make_project)
 PACKAGE = "gpu_check"  # make gpu-project's package_name
 WHEELS = REPO / ".wheels"
 OUT = REPO / ".bench" / "gpu-check"
 # Seconds a step may take before it counts as hung and is ended: far above the estimates in README.md
 # ("On a GPU machine"), so a slow machine is never cut short; a hang must not eat a lent GPU's minutes.
 HANG_S = {"environment": 1200, "project": 900, "suite": 1800, "ddp": 600, "benchmark": 1200}
+MAX_DDP_PROCESSES = 8  # the DDP job's processes: one a GPU, as on one node of 8
+# The batch stream each forced path of the benchmark must have run through (throughput.py records ``ran_on``).
+PATH_STREAMS = {"nvjpeg": "GpuDecoded", "prefetch": "Prefetched"}
+# What copier generates the project from (template/PRACTICES.md.jinja includes PRACTICES.md): a change there dates it.
+TEMPLATE_INPUTS = ("template", "copier.yml", "PRACTICES.md")
 # Set for the suites: a GPU test that skips fails (the generated conftest and tests/conftest.py read it).
 SWITCH = {"TORCH_SCAFFOLD_GPU_CHECK": "1", "TORCH_SCAFFOLD_REQUIRE_NVJPEG": "1"}
 DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
@@ -306,19 +315,25 @@ def see_this_pythons_packages(venv_python: Path) -> None:
 
 def project(check: Check, row: Row) -> None:
     codes = []
-    if PROJECT.is_dir():
-        made = f"{PROJECT.name}/ carried"
+    outdated = project_outdated(PROJECT) if PROJECT.is_dir() else None
+    if PROJECT.is_dir() and outdated is None:
+        made = f"{PROJECT.name}/ carried ({carried_note(PROJECT)})"
     else:
-        if not copier_in(check):  # copier is needed here alone: installed only where the project is made
-            codes.append(check.pip("-c", str(VENV / "constraints.txt"), "copier", limit_key="project"))
-        copier = [check.python, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD"]
-        answers = ["-d", "project_name=GPU Check", "-d", f"package_name={PACKAGE}"]
-        codes.append(check.shell.run([*copier, *answers, REPO, PROJECT], limit=HANG_S["project"]))
-        made = f"{PROJECT.name}/ made by copier"
-    if not check.shell.dry and not PROJECT.is_dir():
-        check.fatal = row.detail = f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
-        row.status = "FAILED"
-        return
+        if outdated is not None:  # a pull since make gpu-project: the old project would be tested, said "carried"
+            print(f"gpu-check: {PROJECT.name}/ is not this checkout's ({outdated}): made again", flush=True)
+        if not make_project(check, codes):
+            row.status = "FAILED"
+            if outdated is not None:  # kept as it was: only a project that copier made replaces it
+                check.fatal = row.detail = (
+                    f"{PROJECT.name}/ is not this checkout's ({outdated}) and copier could not make it again here: "
+                    "run make gpu-project where copier runs and carry it (the old one is kept, untested)"
+                )
+            else:
+                check.fatal = row.detail = (
+                    f"no {PROJECT.name}/: copier failed (make gpu-project where copier is, and carry it)"
+                )
+            return
+        made = f"{PROJECT.name}/ made by copier" + (f" ({outdated})" if outdated else "")
     # Every extra by name (ONNX export, Optuna sweeps, TorchCodec...): one that cannot install fails the step,
     # the others still install. TorchCodec's is the environment's: where it failed there, pip would fail here.
     extras = [name for name in extras_of(project_pyproject()) if check.codec_installed or name != "decode"]
@@ -332,6 +347,60 @@ def project(check: Check, row: Row) -> None:
         decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
     row.status = "ok" if not any(codes) and check.codec_installed else "FAILED"
     row.detail = f"{made}, installed with {', '.join(extras)}; {decodes}"
+
+
+def make_project(check: Check, codes: list[int]) -> bool:
+    """copier makes the project beside ``PROJECT`` (``FRESH``), which then replaces it: a copier that cannot run
+    here (not installed, no registry) leaves a carried project as it was. Whether it was made."""
+    codes.append(check.shell.run(["rm", "-rf", FRESH], limit=120))  # what an interrupted try left
+    if not copier_in(check):  # copier is needed here alone: installed only where the project is made
+        codes.append(check.pip("-c", str(VENV / "constraints.txt"), "copier", limit_key="project"))
+    copier = [check.python, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD"]
+    answers = ["-d", "project_name=GPU Check", "-d", f"package_name={PACKAGE}"]
+    made = check.shell.run([*copier, *answers, REPO, FRESH], limit=HANG_S["project"])
+    if made != 0 or not (check.shell.dry or FRESH.is_dir()):
+        check.shell.run(["rm", "-rf", FRESH], limit=120)
+        return False
+    codes.append(check.shell.run(["rm", "-rf", PROJECT], limit=120))
+    codes.append(check.shell.run(["mv", FRESH, PROJECT], limit=120))
+    return True
+
+
+def git(*args: str) -> str | None:
+    """A git command's output in this checkout, or None where git or the repository is missing."""
+    try:
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def made_from(project: Path) -> str | None:
+    """The template commit a generated project's answers name (``_commit``: a hash or git describe's words)."""
+    answers = project / ".copier-answers.yml"
+    found = re.search(r"^_commit:\s*['\"]?([^'\"\s]+)", answers.read_text(), re.MULTILINE) if answers.exists() else None
+    return found.group(1) if found else None
+
+
+def project_outdated(project: Path) -> str | None:
+    """Why ``project`` is not what copier makes of this checkout now, in words; None where it is, or where no
+    git answers (a checkout carried without .git: the project carried with it is taken as its own)."""
+    head = git("rev-parse", "HEAD")
+    if head is None:
+        return None
+    if git("status", "--porcelain", "--", *TEMPLATE_INPUTS):
+        return "the template has uncommitted changes"  # copier made it from a temporary commit of them, or not at all
+    commit = made_from(project)
+    if commit is None:
+        return "its .copier-answers.yml names no _commit"
+    if git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}") != head:
+        return f"made from {commit}, this checkout is at {head[:10]}"
+    return None
+
+
+def carried_note(project: Path) -> str:
+    commit = made_from(project)
+    return f"made from {commit}, this checkout's HEAD" if git("rev-parse", "HEAD") else "no git here to compare"
 
 
 def project_pyproject() -> str:
@@ -401,15 +470,20 @@ def project_suite(check: Check, row: Row) -> None:
     suite(check, row, pytest, PROJECT, OUT / "project.xml")
 
 
+def ddp_processes(gpus: int) -> int:
+    return min(gpus, MAX_DDP_PROCESSES)
+
+
 def ddp_job(check: Check, row: Row) -> None:
-    """Two processes under torchrun on GPUs 0 and 1: NCCL, DDP and the default config, as a user runs it."""
+    """torchrun on every GPU (up to 8): NCCL, DDP and the default config, as a user runs it."""
     if check.gpus < 2:
         row.status, row.detail = "n/a", f"needs 2 GPUs; this machine has {check.gpus}"
         return
+    processes = ddp_processes(check.gpus)
     with tempfile.TemporaryDirectory(prefix="gpu-check-ddp-") as tmp:
         data, out = Path(tmp) / "data", Path(tmp) / "run"
         code = check.shell.run([check.python, "-m", PACKAGE, "sample-data", data], cwd=PROJECT, limit=HANG_S["ddp"])
-        torchrun = [check.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        torchrun = [check.python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
         settings = [f"data.root={data}", "train.epochs=2", f"train.out_dir={out}", "train.progress=false"]
         settings += ["train.device=cuda", "train.parallel=ddp"]  # what this step is for: fail, never fall back
         command = ["-m", PACKAGE, "train", "--config", "configs/default.yaml"]
@@ -425,7 +499,10 @@ def ddp_job(check: Check, row: Row) -> None:
     else:
         last = rows[-1]
         row.status = "ok"
-        row.detail = f"2 epochs; val_acc {100 * last['val_acc']:.1f}%, {last['images_per_second']:.0f} img/s"
+        row.detail = (
+            f"{processes} processes, 2 epochs; val_acc {100 * last['val_acc']:.1f}%, "
+            f"{last['images_per_second']:.0f} img/s"
+        )
 
 
 def benchmark(check: Check, row: Row) -> None:
@@ -435,10 +512,16 @@ def benchmark(check: Check, row: Row) -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-check-bench-") as cache:  # its runs' caches, gone after it
         code = check.shell.run(bench, env={"XDG_CACHE_HOME": cache}, limit=HANG_S["benchmark"])
     cases = json.loads(report.read_text()) if report.exists() else []
-    row.status = "ok" if code == 0 and cases else "FAILED"
+    astray = [case for case in cases if path_problem(case)]
+    row.status = "ok" if code == 0 and cases and not astray else "FAILED"
     row.detail = f"{len(cases)} cases" if cases else f"exit status {code}"
+    row.detail += f", {len(astray)} not on the path they name" if astray else ""
     for case in cases:
         name = f"  {case['model']}@{case['image_size']}" + ("" if case["path"] == "auto" else f" {case['path']}")
+        problem = path_problem(case)
+        if problem:
+            row.below.append((name, f"FAILED: {problem}"))
+            continue
         row.below.append(
             (
                 name,
@@ -447,6 +530,19 @@ def benchmark(check: Check, row: Row) -> None:
                 f"host syncs/step {case['b_host_syncs_per_step']}",
             )
         )
+
+
+def path_problem(case: dict) -> str | None:
+    """Why a benchmark case did not measure the path it names, in words; None where it did. The nvJPEG case's
+    files are all nvJPEG's (baseline JPEG files, upright, small): one decoded on the CPU fell back."""
+    if "skipped" in case:
+        return f"not run: {case['skipped']}"
+    expected = PATH_STREAMS.get(case["path"])
+    if expected is not None and case.get("ran_on") != expected:
+        return f"its batches came through {case.get('ran_on')}, not {expected}"
+    if case["path"] == "nvjpeg" and (not case.get("b_nvjpeg_files") or case.get("b_cpu_files")):
+        return f"nvJPEG decoded {case.get('b_nvjpeg_files')} files, the CPU {case.get('b_cpu_files')}: it fell back"
+    return None
 
 
 def table(rows: list[Row], facts: dict) -> str:
@@ -497,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.step("project", lambda row: project(check, row))
     check.step("template GPU suite", lambda row: template_suite(check, row))
     check.step("project GPU suite", lambda row: project_suite(check, row))
-    check.step("DDP job, 2 processes", lambda row: ddp_job(check, row))
+    check.step("DDP job", lambda row: ddp_job(check, row))
     check.step("benchmark check cases", lambda row: benchmark(check, row))
     print()
     print(table(check.rows, facts))

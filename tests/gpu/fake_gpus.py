@@ -10,8 +10,9 @@ what the project's own ``data_parallel_ids`` decides for it on that many GPUs:
 - ``load_config`` (in-process runs, the CLI's commands, sweeps): recorded and returned;
 - ``training.trainer.train`` and ``torch.multiprocessing.spawn``: recorded, then the test is stopped (a
   ``StoppedBeforeTheGpu``: a BaseException, which no ``except Exception`` of the package swallows);
-- ``subprocess.run`` of ``-m PACKAGE train`` (torchrun's jobs too): its arguments parsed by the package's CLI into
-  a configuration, recorded with torchrun's process count, and stopped; other commands run.
+- ``subprocess.run`` of ``-m PACKAGE train`` or ``SCRIPT.py train`` (a test's launcher; torchrun's jobs too): its
+  arguments parsed by the package's CLI into a configuration, recorded with torchrun's process count, and
+  stopped; other commands run.
 
 A test's outcome here says nothing (a CPU cannot run what follows); the configurations are the point.
 """
@@ -106,12 +107,24 @@ def stopping_spawn(function: Any, args: tuple = (), nprocs: int = 1, **kwargs: A
 real_run = subprocess.run
 
 
+def train_command(words: list[str]) -> list[str] | None:
+    """The train command's own words where ``words`` launch it: ``-m PACKAGE train ...`` or ``SCRIPT.py train ...``
+    (a test's launcher), ``train`` right after the program; None for any other command, one that names a .py file
+    and the word train elsewhere included (``pytest tests/test_x.py -k train``)."""
+    for at, word in enumerate(words[:-1]):
+        program = (word == PACKAGE and at > 0 and words[at - 1] == "-m") or word.endswith(".py")
+        if program and words[at + 1] == "train":
+            return words[at + 1 :]
+    return None
+
+
 def recording_run(argv: Any, *args: Any, **kwargs: Any) -> Any:
-    """A ``-m PACKAGE train`` command (torchrun's or not): parsed by the package's CLI, recorded, stopped."""
+    """A ``-m PACKAGE train`` or ``SCRIPT.py train`` command (torchrun's or not): parsed by the package's CLI,
+    recorded, stopped."""
     words = [str(word) for word in argv] if isinstance(argv, list | tuple) else []
-    if current and "-m" in words and PACKAGE in words and "train" in words:
+    command = train_command(words)
+    if current and command is not None:
         nproc = next((int(w.split("=")[1]) for w in words if w.startswith("--nproc_per_node=")), 1)
-        command = words[words.index(PACKAGE) + 1 :]
         parsed = cli.parse(command)
         cwd = Path(kwargs.get("cwd") or ".")
         paths = [p if not p or Path(p).is_absolute() else str(cwd / p) for p in (parsed.config or [])]

@@ -123,8 +123,9 @@ def refused_objects(exc: Exception) -> str:
     return last[0].split(":", 1)[1].strip().rstrip(".") if last else exc.__class__.__name__
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load on the CPU, refusing anything but tensors and plain types."""
+def read_checkpoint(path: str | Path, mapped: bool = False) -> dict[str, Any]:
+    """Load on the CPU, refusing anything but tensors and plain types; ``mapped``: its tensors stay on disk, mapped
+    into memory (``torch.load``'s mmap), for a look at its plain entries."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"checkpoint {path} not found: pass the path of a .pt file written by train")
@@ -132,7 +133,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if other:
         raise UserError(other)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
     except pickle.UnpicklingError as exc:
         raise UserError(
             f"checkpoint {path} was refused: it holds Python objects, not only weights ({refused_objects(exc)}); "
@@ -303,12 +304,17 @@ def set_rng_state(state: dict[str, Any], cuda_devices: Sequence[int] = (), rank:
     random.setstate((version, tuple(internal), gauss))
 
 
-def find_resume_state(resume: str | None, out_dir: str | Path) -> tuple[Path, dict[str, Any]] | None:
+def find_resume_state(
+    resume: str | None, out_dir: str | Path, mapped: bool = False
+) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint to continue from, read; None for a fresh start.
 
     ``auto``: ``out_dir/last.pt``, or, if that is damaged, the newest intact
     checkpoint kept by ``train.keep_last``; a fresh start when there is none.
-    A path: that file, which must be intact.
+    A path: that file, which must be intact. ``mapped``: read as
+    ``read_checkpoint`` maps it, and without the warnings, for the data's
+    set-up to learn which decoder that file's run used before the restore
+    reads the same file (``data/placement.py``, ``recorded_decoder``).
     """
     if not resume:
         return None
@@ -316,14 +322,15 @@ def find_resume_state(resume: str | None, out_dir: str | Path) -> tuple[Path, di
         path = Path(resume)
         if not path.exists():  # a folder: read_checkpoint names the checkpoints inside it
             raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
-        return path, read_checkpoint(path)
+        return path, read_checkpoint(path, mapped)
     out_dir = Path(out_dir)
     candidates = [p for p in [out_dir / "last.pt", *reversed(history(out_dir))] if p.is_file()]
     for path in candidates:
         try:
-            return path, read_checkpoint(path)
+            return path, read_checkpoint(path, mapped)
         except UserError as exc:
-            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+            if not mapped:  # said once, by the restore
+                print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
     if candidates:
         raise UserError(
             f"no intact checkpoint in {out_dir}: set train.keep_last to keep older ones, "

@@ -98,6 +98,12 @@ class DataConfig:
         "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
         choices=("auto", "none", "memory", "device"),
     )
+    decoder: str = option(
+        "auto",
+        "where streamed JPEG files decode: auto (nvJPEG if clearly faster at start; a resume keeps its run's; "
+        "CPU under train.deterministic) | nvjpeg | cpu",
+        choices=("auto", "nvjpeg", "cpu"),
+    )
     cache_dir: str = option(
         "auto",
         "where the file checks and decoded images are kept between runs: auto (~/.cache/<package>) | none | a folder",
@@ -232,7 +238,7 @@ class TrainConfig:
     channels_last: str = option(
         "auto", "auto (on) | true | false: NHWC memory layout for convolutions", choices=("auto", "true", "false")
     )
-    compile: bool = option(False, "torch.compile the model (before DDP wrapping); checkpoints stay unprefixed")
+    compile: bool = option(False, "torch.compile the model, DDP included (PyTorch's order); checkpoints unprefixed")
     out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
     log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
     progress: bool = option(True, "tqdm bars in a terminal; in a log, a line every 5 s of a start-up phase over 2 s")

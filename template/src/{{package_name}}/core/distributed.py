@@ -22,8 +22,9 @@ from .config import TrainConfig
 from .device import select_device
 from .errors import UserError
 
-# How long the processes wait for each other once, after the data is set up: a rank on a slow shared file system
-# may check and fingerprint its data far longer than a collective should take (train.collective_timeout).
+# How long the processes wait for each other while they set up their data (``files_checked``, the decoder's vote
+# ``all_agree``, ``started``): a rank on a slow shared file system may check and fingerprint its data far longer
+# than a collective should take (train.collective_timeout).
 STARTUP_TIMEOUT = datetime.timedelta(hours=2)
 
 
@@ -34,7 +35,8 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
-    # A gloo group with STARTUP_TIMEOUT for the one wait after data setup (``started``); None for one process.
+    # A gloo group with STARTUP_TIMEOUT for the waits of the data's set-up (``files_checked``, ``all_agree``,
+    # ``started``); None for one process.
     startup: Any = field(default=None, compare=False, repr=False)
     # This process's device, chosen once (``init_world`` under torchrun, else the trainer) and read by the rest.
     device: torch.device | None = field(default=None, compare=False)
@@ -108,6 +110,14 @@ def started(world: World) -> None:
     fingerprints, caches), and a slow one must not make the others give up.
     A process that fails before it gets here ends the wait at once.
     """
+    if world.distributed and world.startup is not None:
+        dist.barrier(group=world.startup)
+
+
+def files_checked(world: World) -> None:
+    """Every process waits here until each node's local rank 0 has checked the files (the others skip the checks),
+    as at ``started``: before any process times its decode (``data/decode_race.py``), so that no file check shares
+    the cores a race times. A collective: every process asks, once, at the same point."""
     if world.distributed and world.startup is not None:
         dist.barrier(group=world.startup)
 
@@ -190,6 +200,16 @@ def agreed(flag: bool, world: World, device: torch.device) -> bool:
     return bool(sum_across(votes, world).item() > 0)
 
 
+def all_agree(flag: bool, world: World) -> bool:
+    """True on every process when every process says so: at start-up, on its long-waiting group (``started``), so
+    a process still setting up its data is waited for. A collective: every process asks, once, at the same point."""
+    if not world.distributed or world.startup is None:
+        return flag
+    votes = torch.tensor([1 if flag else 0])
+    dist.all_reduce(votes, op=dist.ReduceOp.MIN, group=world.startup)  # gloo: a CPU tensor
+    return bool(votes.item())
+
+
 def gather_objects(value: Any, world: World) -> list[Any]:
     """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` for one process."""
     if not world.distributed:
@@ -239,6 +259,24 @@ def data_parallel_ids(device: torch.device, cfg: TrainConfig, batch_size: int, w
     return [first, *(index for index in range(gpus) if index != first)]  # outputs gather on device_ids[0]
 
 
+# Images a GPU below which DataParallel leaves its GPUs mostly waiting: each step scatters the batch and gathers
+# the outputs through the first GPU, from one process's threads, so a small share is mostly that overhead.
+DATA_PARALLEL_MIN_SHARE = 8
+
+
+def data_parallel_warning(device_ids: list[int], batch_size: int) -> str | None:
+    """One line where DataParallel gives each GPU fewer than ``DATA_PARALLEL_MIN_SHARE`` images, naming torchrun."""
+    gpus = len(device_ids)
+    if gpus < 2 or batch_size >= DATA_PARALLEL_MIN_SHARE * gpus:
+        return None
+    return (
+        f"DataParallel spreads data.batch_size {batch_size} over {gpus} GPUs: {batch_size // gpus} images a GPU, "
+        "too few to keep one busy, from one process's threads (and without train.compile); launch one process a "
+        f"GPU with `torchrun --nproc_per_node={gpus} -m {PACKAGE} train ...` (DDP, data.batch_size a GPU), or set "
+        f"data.batch_size to {DATA_PARALLEL_MIN_SHARE * gpus} or more"
+    )
+
+
 def autocast_replica(replica: nn.Module, dtype: torch.dtype, device_type: str) -> Callable[..., Any]:
     """A replica's forward under the training's autocast dtype, wherever autocast was switched on."""
 
@@ -274,16 +312,24 @@ def wrap_model(
     device_ids: list[int],
     autocast_dtype: torch.dtype | None,
     world: World | None = None,
+    compile: bool = False,
 ) -> nn.Module:
     """P14: DistributedDataParallel under torchrun; else DataParallel over ``device_ids`` when there are several.
 
-    Either way the real model stays at ``.module``.
+    Either way the real model stays at ``.module``. ``compile``: torch.compile
+    around the result, DDP included, as PyTorch documents it: its DDP
+    optimizer splits the compiled graph at DDP's gradient buckets, so each
+    bucket's all-reduce starts while the backward goes on (compiled inside DDP,
+    the all-reduce waited for the whole compiled backward). DataParallel is
+    never compiled (``data_parallel_ids`` refuses the pair).
     """
+    wrapped = model
     if world is not None and world.distributed:
-        return nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if len(device_ids) < 2:
-        return model
-    return DataParallel(model, device_ids, autocast_dtype)
+        ids = [device.index] if device.type == "cuda" else None
+        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    elif len(device_ids) > 1:
+        wrapped = DataParallel(model, device_ids, autocast_dtype)
+    return torch.compile(wrapped) if compile else wrapped
 
 
 def sync_batchnorm(model: nn.Module, world: World, device: torch.device) -> nn.Module:

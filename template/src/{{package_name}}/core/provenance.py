@@ -65,6 +65,8 @@ def provenance(train_set: Any, val_set: Any) -> dict[str, Any]:
         "torch": str(torch.__version__),  # a TorchVersion object would not load with weights_only=True
         "torchvision": str(torchvision.__version__),
         "data": {"train": data_fingerprint(train_set), "val": data_fingerprint(val_set)},
+        # Which decoder made the training pixels: nvjpeg (data/gpu_decode.py) or cpu; a resume keeps it.
+        "decoder": getattr(train_set, "decoder", "cpu"),
     }
 
 

@@ -56,6 +56,7 @@ class Header:
     format: str  # JPEG | PNG
     width: int
     height: int
+    frame: int = 0  # a JPEG's start-of-frame marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive...
 
 
 def sniff(data: bytes) -> Header | None:
@@ -80,7 +81,7 @@ def sniff(data: bytes) -> Header | None:
         (length,) = struct.unpack(">H", data[at + 2 : at + 4])
         if marker in FRAME_MARKERS and at + 9 <= len(data):
             height, width = struct.unpack(">HH", data[at + 5 : at + 9])
-            return Header("JPEG", width, height)
+            return Header("JPEG", width, height, marker)
         at += 2 + length
     return None
 

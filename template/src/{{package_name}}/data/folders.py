@@ -6,12 +6,15 @@ model converts and normalizes them with its own buffers (see models/classifier.p
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch.utils.data import Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
@@ -22,6 +25,7 @@ from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
+from . import decode_race
 from .bad_files import (
     Checked,
     check_headers,
@@ -35,9 +39,9 @@ from .cache import keeps_in_memory
 from .decode import IMAGE_EXTENSIONS, ImageFiles
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
-from .loaders import worker_start
+from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
-from .placement import Cached, Placement, choose, measured_facts
+from .placement import Cached, Placement, measured_facts, place, recorded_decoder
 from .shards import PackedFolder, is_packed, packed_splits
 from .store import CacheStore, cache_folder
 
@@ -211,17 +215,23 @@ def build_datasets(
     return data.train, data.val  # type: ignore[return-value]
 
 
-def build_training_data(cfg: Config, progress: bool = False, world: World | None = None) -> TrainingData:
+def build_training_data(
+    cfg: Config, progress: bool = False, world: World | None = None, resume: str | None = None
+) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices. The per-file checks open every
     file: under torchrun only local rank 0 makes them, once per node, while the
-    others wait for it at ``distributed.started`` (``data.on_bad_file: skip``
-    reads every file on every rank: each needs the list). What they found is
+    others wait for it before the decoder's race (``placement.place``, at
+    ``distributed.files_checked``: the long wait of the start-up group)
+    (``data.on_bad_file: skip`` reads every file on every rank: each needs the
+    list). What they found is
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
     ``progress``: this process reports the long phases (``core/progress.py``).
+    ``resume``: train's ``--resume``, whose checkpoint says which decoder made
+    its run's training images (``placement.recorded_decoder``).
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
@@ -251,7 +261,11 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
     image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
-    placement = choose(measured_facts(cfg.data.cache, paths, image_bytes, batches, device, memory))
+    recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
+    facts = measured_facts(
+        cfg.data.cache, paths, image_bytes, batches, device, memory, recorded, cfg.data.decoder, cfg.train.deterministic
+    )
+    placement = place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
@@ -264,6 +278,14 @@ def build_training_data(cfg: Config, progress: bool = False, world: World | None
     if memory:
         val_set = cached.resized(val_set, cfg.data, "val")  # type: ignore[assignment]
     return TrainingData(train_set, val_set, placement)
+
+
+def decoder_race(train_set: datasets.DatasetFolder, cfg: Config, world: World, device: torch.device) -> Callable:
+    """nvJPEG against this process's loader workers on the training files (decode_race.py), for ``place`` to run
+    where the choice hangs on it."""
+    paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.data.num_workers, world, device)
+    read, side = train_set.loader.read_bytes, square_side(cfg.data)  # the files' bytes, as the loader reads them
+    return functools.partial(decode_race.race, paths, read, side, device, workers)
 
 
 def check_data_root(root: Path) -> None:

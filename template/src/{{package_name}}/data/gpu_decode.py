@@ -8,8 +8,18 @@ center-cropped to their squares as ``pipeline.square`` does on the CPU, one
 call per image size; the next batch is decoded on a side stream while the
 model computes on this one. Order and crops are the loader's and
 ``BatchAugment``'s: resume stays exact. nvJPEG decodes what it reads as the
-decode contract does (``decode.py``); the rest is decoded on the CPU in the
-workers, and a file nvJPEG refuses mid-batch falls back to the CPU alone.
+decode contract does (``decode.py``) within bounds (``nvjpeg_reads``); the
+rest is decoded on the CPU in the workers, and a file nvJPEG refuses
+mid-batch falls back to the CPU alone. Whether this path or the loader's
+workers decode a run is measured at its start (``decode_race.py``).
+
+Memory is bounded. nvJPEG gets no JPEG the contract decodes at reduced scale
+(its shorter side twice the square's or more: the CPU decodes it at 1/2 to
+1/8 of its size, for less than nvJPEG's full decode), none of more than
+``DEVICE_PIXELS`` squares' pixels (48 x side x side bytes decoded: 3 MB at
+224 px), and none whose bytes outnumber its square's: no sample crosses
+``/dev/shm`` as more bytes than the CPU path sends for it. Resizes run in
+float32 on at most ``RESIZE_BYTES`` of images at a time.
 """
 
 from __future__ import annotations
@@ -17,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
@@ -25,11 +36,18 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from .bad_files import READ_ERRORS, Checked
-from .decode import ORIENTATION, decode_tensor, refuse_bomb, sniff
+from .decode import ORIENTATION, decode_tensor, reduces, refuse_bomb, sniff
 from .pipeline import SquareImages, square
 from .prefetch import Batch, Prefetched
 
 JPEG = (".jpg", ".jpeg")
+# Huffman-coded sequential frames (SOF0 baseline, SOF1 extended): the ones nvJPEG decodes on the GPU. A progressive
+# frame (SOF2) takes its hybrid path, a single-threaded Huffman decode on this process: the workers do it faster.
+NVJPEG_FRAMES = (0xC0, 0xC1)
+DEVICE_PIXELS = 16  # the most pixels nvJPEG decodes of one file, in squares (side x side): 4 x the side each way
+RESIZE_BYTES = 256 * 2**20  # the most float32 images one resize call holds on the GPU
+# What nvJPEG and the CUDA allocator say when memory runs out: not a file nvJPEG refuses (``out_of_memory``).
+OUT_OF_MEMORY = re.compile(r"out of memory|ALLOCATOR_FAILURE|cudaErrorMemoryAllocation", re.IGNORECASE)
 
 
 @functools.cache
@@ -66,16 +84,34 @@ def cuda_decode_failure(device: torch.device) -> str | None:
     return None
 
 
+def nvjpeg_unavailable(paths: list[str], device: torch.device) -> str | None:
+    """Why nvJPEG cannot decode these training files on ``device``, in words for the start-up line; None where it
+    can (``decodes_on_gpu``)."""
+    if device.type != "cuda":
+        return f"the training device is {device}, not a CUDA GPU"
+    others = sum(not path.lower().endswith(JPEG) for path in paths)
+    if others:
+        return f"{others} of the {len(paths)} training files are not .jpg or .jpeg files, and nvJPEG decodes JPEG alone"
+    return cuda_decode_failure(device)  # TorchCodec missing, or its probe decode failing on this GPU
+
+
 def decodes_on_gpu(paths: list[str], device: torch.device) -> bool:
     """JPEG files on CUDA (``jpegs_on_cuda``) where TorchCodec's probe decode there succeeds."""
     return jpegs_on_cuda(paths, device) and cuda_decode_failure(device) is None
 
 
-def nvjpeg_reads(data: bytes) -> bool:
-    """Whether nvJPEG gives this file the decode contract's pixels: a JPEG by its bytes (not its name), YCbCr or
-    gray, with no EXIF turn to apply. A CMYK JPEG, a PNG named .jpg or a tagged phone photo is decoded on the CPU."""
+def nvjpeg_reads(data: bytes, side: int) -> bool:
+    """Whether nvJPEG decodes this file, and as the decode contract does, within the module's bounds: a JPEG by its
+    bytes (not its name), baseline or extended (``NVJPEG_FRAMES``), YCbCr or gray, with no EXIF turn; its shorter
+    side under twice ``side`` (else the contract decodes it at reduced scale, on the CPU); at most
+    ``DEVICE_PIXELS`` squares of pixels, and no more bytes than its square. A CMYK JPEG, a PNG named .jpg, a
+    tagged phone photo, a progressive JPEG or a large photo is decoded on the CPU, in the loader's workers."""
     header = sniff(data)
-    if header is None or header.format != "JPEG":
+    if header is None or header.format != "JPEG" or header.frame not in NVJPEG_FRAMES:
+        return False
+    if reduces(header, side) or header.width * header.height > DEVICE_PIXELS * side * side:
+        return False
+    if len(data) > 3 * side * side:  # what a square of the CPU path weighs: the most a sample sends
         return False
     try:
         refuse_bomb(header)
@@ -94,11 +130,14 @@ class EncodedBatch(NamedTuple):
     host: torch.Tensor  # uint8 squares of the samples decoded here, in batch order
     labels: torch.Tensor
     indices: torch.Tensor  # the samples' indices: a file nvJPEG refuses is named by its path
+    order: torch.Tensor  # where each sample stands in [nvJPEG's squares, the CPU's] (``batch_order``)
 
     def pin_memory(self, device: Any = None) -> EncodedBatch:
         """What the DataLoader's pin thread calls on CUDA: page-locked memory for what is copied to the GPU (the
-        squares and the labels) alone; the bytes are parsed by TorchCodec on the host, megabytes a batch."""
-        return self._replace(host=self.host.pin_memory(), labels=self.labels.pin_memory())
+        squares, labels and order: a pageable copy would wait for the side stream's decode); the bytes are parsed
+        by TorchCodec on the host, megabytes a batch."""
+        host, labels, order = (tensor.pin_memory() for tensor in (self.host, self.labels, self.order))
+        return self._replace(host=host, labels=labels, order=order)
 
 
 class EncodedImages(SquareImages):
@@ -111,22 +150,27 @@ class EncodedImages(SquareImages):
     the CPU, by the contract, and travel as uint8 squares.
     """
 
+    decoder = "nvjpeg"  # what a checkpoint records (core/provenance.py): the run's training images decoded so
+
     def __getitems__(self, keys: list[tuple[int, int, int]]) -> EncodedBatch:  # type: ignore[override]
         indices = [key[1] for key in keys]
         device_files, host_squares, on_device = [], [], []
         for index in indices:
             path = self.samples[index][0]
             data = self.loader.read_bytes(path)  # from the file, or its shard
-            on_device.append(nvjpeg_reads(data))
+            on_device.append(nvjpeg_reads(data, self.side))
             if on_device[-1]:
                 device_files.append(data)
             else:
                 host_squares.append(square(contract_decode(data, path, self.side), self.side))
-        flat = torch.frombuffer(bytearray(b"".join(device_files)), dtype=torch.uint8)
+        # No file for nvJPEG (a batch of phone photos): no bytes, which torch.frombuffer refuses.
+        joined = bytearray(b"".join(device_files))
+        flat = torch.frombuffer(joined, dtype=torch.uint8) if joined else torch.empty(0, dtype=torch.uint8)
         lengths = torch.as_tensor([len(data) for data in device_files], dtype=torch.long)
         host = torch.stack(host_squares) if host_squares else torch.empty(0, 3, self.side, self.side, dtype=torch.uint8)
         mask = torch.as_tensor(on_device, dtype=torch.bool)
-        return EncodedBatch(flat, lengths, mask, host, self.labels[indices], torch.as_tensor(indices, dtype=torch.long))
+        labels, kept = self.labels[indices], torch.as_tensor(indices, dtype=torch.long)
+        return EncodedBatch(flat, lengths, mask, host, labels, kept, batch_order(mask))
 
 
 def contract_decode(data: bytes, path: str, side: int) -> torch.Tensor:
@@ -147,57 +191,79 @@ def split_files(flat: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]
 
 
 def squares_of(images: list[torch.Tensor], side: int) -> torch.Tensor:
-    """``square`` of every image, stacked in order: one resize call per distinct size, not one per image."""
+    """``square`` of every image, stacked in order: one resize call per distinct size (not one per image), each
+    on at most ``RESIZE_BYTES`` of images in float32 (the resize's own cast), so memory stays bounded."""
     by_size: dict[tuple[int, ...], list[int]] = {}
     for index, image in enumerate(images):
         by_size.setdefault(tuple(image.shape), []).append(index)
     done: list[torch.Tensor | None] = [None] * len(images)
-    for indices in by_size.values():
-        for index, made in zip(indices, square(torch.stack([images[i] for i in indices]), side), strict=True):
-            done[index] = made
+    for shape, indices in by_size.items():
+        per_call = max(1, RESIZE_BYTES // (4 * torch.Size(shape).numel()))
+        for start in range(0, len(indices), per_call):
+            group = indices[start : start + per_call]
+            for index, made in zip(group, square(torch.stack([images[i] for i in group]), side), strict=True):
+                done[index] = made
     return torch.stack(done)  # type: ignore[arg-type]
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """The GPU ran out of memory (torch's error, or nvJPEG's words for it): raised, never taken for a bad file."""
+    return isinstance(error, torch.OutOfMemoryError) or bool(OUT_OF_MEMORY.search(str(error)))
 
 
 class GpuDecoded(Prefetched):
     """A DataLoader of ``EncodedImages`` whose batches come out decoded, as uint8 squares on ``device``.
 
-    As ``Prefetched`` copies, this decodes batch n + 1 on a side stream while
-    the model computes on batch n: on the compute stream the decode would wait
-    for the step before it, and the loop for both. A batch nvJPEG refuses as a
-    whole is decoded file by file; a file it refuses alone is decoded on the CPU
-    by the contract and copied over. Each decision depends on the file alone, so
-    every rank of a DDP run makes its own without waiting for another.
+    As ``Prefetched`` copies, this decodes on a side stream: on the compute
+    stream the decode would wait for the step before it. Each TorchCodec call
+    ends in a synchronize, so the host waits for the decode: batch n + 1 is
+    decoded once batch n is handed over and its step queued, and the decode
+    runs while that step computes. A call nvJPEG refuses is halved until each
+    file it refuses stands alone, which the CPU then decodes by the contract;
+    running out of GPU memory is raised, never taken for a refusal. Each
+    decision depends on the file alone, so every rank of a DDP run makes its
+    own without waiting for another.
     """
 
     def __init__(self, loader: DataLoader, device: torch.device, side: int) -> None:
         super().__init__(loader, device)  # the sampler stays the loader's
         self.side = side
 
+    def __iter__(self) -> Iterator[Batch]:
+        stream = self.side_stream()
+        for batch in self.loader:
+            yield self.handed_over(self.send(batch, stream), stream)  # decoded once the step before is queued
+
     def send(self, batch: Batch, stream: Any) -> Batch:
         """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order."""
-        flat, lengths, on_device, host, labels, indices = batch
+        flat, lengths, on_device, host, labels, indices, order = batch
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             parts = []  # nvJPEG's squares, then those decoded on the CPU
             if len(lengths):
                 parts.append(squares_of(self.decoded(split_files(flat, lengths), indices[on_device]), self.side))
             if len(host):
                 parts.append(host.to(self.device, non_blocking=True))
-            squares = parts[0] if len(parts) == 1 else torch.cat(parts)[batch_order(on_device).to(self.device)]
+            # The order, as the squares and labels, from the pinned memory of the loader's batch.
+            squares = parts[0] if len(parts) == 1 else torch.cat(parts)[order.to(self.device, non_blocking=True)]
             return squares, labels.to(self.device, non_blocking=True)
 
     def decoded(self, files: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
-        """nvJPEG's images of ``files`` (the samples ``indices``): the whole batch in one call, or file by file
-        where that call fails."""
+        """nvJPEG's images of ``files`` (the samples ``indices``): in one call; where it fails, each half in one,
+        down to the files nvJPEG refuses alone (one bad file of B: 2 log2(B) calls or so, not B)."""
         decode = jpeg_decoder()
         assert decode is not None, "decodes_on_gpu chose this path"
         try:
             return decode(files, mode="RGB", device=self.device)
-        except (RuntimeError, ValueError):  # one file spoils the batch's call: find it
-            return [self.one(decode, file, int(index)) for file, index in zip(files, indices, strict=True)]
+        except (RuntimeError, ValueError) as error:
+            if out_of_memory(error):
+                raise  # where a file is decoded must not depend on the GPU's memory pressure
+            if len(files) == 1:  # nvJPEG refuses it (a truncated file, a kind it lacks): the CPU decodes
+                return [self.on_the_cpu(files[0], int(indices[0]))]
+        half = len(files) // 2
+        return self.decoded(files[:half], indices[:half]) + self.decoded(files[half:], indices[half:])
 
-    def one(self, decode: Callable[..., list[torch.Tensor]], file: torch.Tensor, index: int) -> torch.Tensor:
-        try:
-            return decode([file], mode="RGB", device=self.device)[0]
-        except (RuntimeError, ValueError):  # nvJPEG refuses it (a truncated file, a kind it lacks): the CPU decodes
-            path = self.loader.dataset.samples[index][0]  # type: ignore[attr-defined]  # to name it if it is bad
-            return contract_decode(bytes(file.numpy()), path, self.side).to(self.device)
+    def on_the_cpu(self, file: torch.Tensor, index: int) -> torch.Tensor:
+        """A file nvJPEG refuses, decoded by the contract, copied over from pinned memory (on CUDA)."""
+        path = self.loader.dataset.samples[index][0]  # type: ignore[attr-defined]  # to name it if it is bad
+        image = contract_decode(bytes(file.numpy()), path, self.side)
+        return (image.pin_memory() if self.device.type == "cuda" else image).to(self.device, non_blocking=True)

@@ -96,6 +96,8 @@ class SquareImages(Dataset):
     Keys are the sampler's (epoch, index, draw): nothing random happens here.
     """
 
+    decoder = "cpu"  # what a checkpoint records (core/provenance.py): decoded by the contract, on the CPU
+
     def __init__(self, folder: datasets.DatasetFolder, side: int) -> None:
         self.samples, self.loader, self.side = list(folder.samples), folder.loader, side
         self.targets = list(folder.targets)

@@ -19,7 +19,7 @@ from torch import nn
 
 from ..core.config import Config
 from ..core.device import emulated_bf16, resolve_precision
-from ..core.distributed import World, data_parallel_ids, sync_batchnorm
+from ..core.distributed import World, data_parallel_ids, data_parallel_warning, sync_batchnorm
 from ..core.errors import UserError
 from ..core.optional import require
 from ..models.classifier import build_model
@@ -44,14 +44,14 @@ def check_before_data(cfg: Config, world: World, resume: str | None = None) -> l
     resolve_precision(cfg.train.precision, device)  # fp16 without CUDA: refused in its own words
     check_files(cfg, resume, world)
     check_model(cfg)
-    data_parallel_ids(device, cfg.train, cfg.data.batch_size, world)  # DataParallel's refusals (compile, batch)
+    replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, world)  # its refusals: compile, batch
     if cfg.train.sync_batchnorm:
         sync_batchnorm(nn.Module(), world, device)  # refused off CUDA under torchrun; an empty module costs nothing
     if cfg.train.tensorboard:
         require("tensorboard", "tensorboard", "train.tensorboard")
     check_tracking(cfg, world.is_main)  # an unreachable MLflow store
-    warning = precision_warning(cfg.train.precision, device)
-    return [warning] if warning else []
+    warnings = [precision_warning(cfg.train.precision, device), data_parallel_warning(replicas, cfg.data.batch_size)]
+    return [warning for warning in warnings if warning]
 
 
 def check_files(cfg: Config, resume: str | None, world: World) -> None:

@@ -25,7 +25,8 @@ criterion          the loss's state_dict (class weights are a buffer, P9)      `
 rng                every random generator the run draws from                   ``set_rng_state``, last
 classes            the class names, in label order                             checked: must be the same
 config             the run's config as a dict                                  compared: the lr schedule
-provenance         template, git, libraries, data fingerprint                  compared: a note if data moved
+provenance         template, git, libraries, data fingerprint, the decoder     compared: a note if data or the
+                   of the training images (nvjpeg or cpu)                      decoder changed
 job                torchrun's ``TORCHELASTIC_RUN_ID`` (None without it)        read by ``resume_after_restart``
 tracker_run_ids    each tracker's run (``{"mlflow": id}``; {} without one)      ``Outputs.start``
 =================  ==========================================================  ============================
@@ -232,7 +233,7 @@ class RunState:
         if state.get("criterion"):  # files from before class weights have none
             optimization.criterion.load_state_dict(state["criterion"])
         scaler_note = load_scaler_state(optimization.scaler, state["scaler"])
-        for note in (scaler_note, self.load_average(state), self.data_note(state)):
+        for note in (scaler_note, self.load_average(state), self.data_note(state), self.decoder_note(state)):
             if note:
                 self.say(f"note: {note}")
         progress = Progress(totals=self.unfinished_epoch(path, state))
@@ -299,6 +300,26 @@ class RunState:
             f"the data changed since the checkpoint ({changed}): the run goes on, no longer exactly"
             if changed
             else None
+        )
+
+    def decoder_note(self, state: dict[str, Any]) -> str | None:
+        """The training images decoded by another decoder than the checkpoint's run used (``placement.py`` keeps
+        it where it can run: it could not here), or with nvJPEG after a checkpoint that does not say which decoder
+        its run used: one line, since their pixels differ by a few levels."""
+        saved, now = state.get("provenance", {}).get("decoder"), self.parts.provenance.get("decoder")
+        names = {"nvjpeg": "with nvJPEG on the GPU", "cpu": "on the CPU"}
+        if saved is None and now == "nvjpeg":  # written before the decoder was recorded: its run's is a guess
+            return (
+                "the checkpoint does not record which decoder made its run's training images (it is older than "
+                "that record); this run decodes them with nvJPEG on the GPU, as runs chose then wherever nvJPEG "
+                "ran: if its run decoded them on the CPU, resume with --set data.decoder=cpu to keep its pixels"
+            )
+        if saved is None or saved == now:
+            return None
+        return (
+            f"the checkpoint's run decoded its training images {names.get(saved, saved)}, this one decodes them "
+            f"{names.get(now, now)} (the data: line says why): their pixels differ by a few levels, so the run "
+            "goes on, no longer exactly"
         )
 
     def start_fresh(self, resume: str | None) -> None:

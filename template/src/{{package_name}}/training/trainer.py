@@ -90,7 +90,7 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
         for warning in check_before_data(cfg, world, resume):
             if world.is_main:
                 print(f"warning: {warning}", flush=True)
-        trainer = Trainer(cfg, world)
+        trainer = Trainer(cfg, world, resume)
         progress = trainer.state.restore(resume)
         trainer.warn_run_length(progress)
         trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
@@ -131,7 +131,8 @@ class Trainer:
     checkpoint; only the main process writes files and prints.
     """
 
-    def __init__(self, cfg: Config, world: World | None = None) -> None:
+    def __init__(self, cfg: Config, world: World | None = None, resume: str | None = None) -> None:
+        """``resume``: what ``state.restore`` will continue (``--resume``): the data is decoded as that run's was."""
         world = world or World()
         # The device, chosen once for this process (init_world did under torchrun); the data reads it from the world.
         device = world.device or select_device(cfg.train.device, world.local_rank)
@@ -150,9 +151,10 @@ class Trainer:
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
         self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
-        # The per-file checks once per node (local rank 0): the node's other ranks wait at started() below.
+        # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
+        # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world)
+        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world, resume)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
@@ -189,10 +191,10 @@ class Trainer:
         if cfg.train.sync_batchnorm:
             model = sync_batchnorm(model, self.world, device)  # before DDP wraps it, as its docs ask
         # Two names for two roles: ``model`` is the plain module that is saved, restored and evaluated;
-        # ``wrapped`` is what the batch loop calls: the model itself, or torch.compile (before DDP, as the
-        # DDP docs advise) and then DDP or DataParallel around it. Both share the same parameters.
+        # ``wrapped`` is what the batch loop calls: the model itself, or DDP or DataParallel around it; with
+        # train.compile, torch.compile around the model or around DDP (distributed.wrap_model: PyTorch's order;
+        # DataParallel is never compiled, data_parallel_ids refuses the pair). Both share the same parameters.
         self.model: nn.Module = model.to(device, memory_format=self.compute.layout)
-        self.compiled = torch.compile(self.model) if cfg.train.compile else self.model
         self.replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, self.world)
         self.wrap()
         # The GPUs whose random generators the run draws from (dropout in each DataParallel replica).
@@ -211,9 +213,10 @@ class Trainer:
         )
 
     def wrap(self) -> None:
-        """``wrapped``: the (compiled) model inside DDP or DataParallel, or itself (P14)."""
-        compute = self.compute
-        self.wrapped = wrap_model(self.compiled, compute.device, self.replicas, compute.autocast_dtype, self.world)
+        """``wrapped``: the model inside DDP or DataParallel, or itself (P14); with ``train.compile``, the model or
+        its DDP compiled (DataParallel is refused with compile at start)."""
+        device, dtype = self.compute.device, self.compute.autocast_dtype
+        self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
         """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
@@ -225,7 +228,7 @@ class Trainer:
             scale = self.cfg.optim.backbone_lr_scale
             self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
         if self.world.distributed:
-            self.wrapped = self.compiled  # the old DDP's gradient hooks go with it, before the new one adds its own
+            self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
             self.wrap()
 
