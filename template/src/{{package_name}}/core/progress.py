@@ -20,6 +20,9 @@ from tqdm import tqdm
 
 from .config import TrainConfig
 
+# No tqdm monitor thread (every tqdm, a disabled one too, starts it, to adjust a bar that stalls): loader workers
+# fork while a bar is alive, and a fork of a process with threads may deadlock (Python 3.12 warns of it).
+tqdm.monitor_interval = 0
 DELAY = 2.0  # seconds a phase runs before it is shown
 EVERY = 5.0  # seconds between two lines in a log
 LINE_EVERY = 30.0  # seconds between two progress lines of an epoch in a log (each one host sync: P5)
@@ -66,6 +69,11 @@ class LogLines:
             flush=True,
         )
         self.shown = True
+
+
+def bar(items: Iterable[Any], what: str, show: bool) -> Iterable[Any]:
+    """``items`` in a tqdm bar where ``show`` (a terminal), else as they are: a disabled tqdm is still an object."""
+    return tqdm(items, what, leave=False, dynamic_ncols=True) if show else items
 
 
 def meter(what: str, total: int | None = None, show: bool = True, unit: str = "files") -> Any:
@@ -134,11 +142,11 @@ class TrainingProgress:
             yield from batches
             return
         loss, done = totals.mean_loss, totals.batches
-        bar = tqdm(batches, f"epoch {epoch}", leave=False, disable=not self.bars)
+        shown = bar(batches, f"epoch {epoch}", self.bars)
         started = last_line = time.monotonic()
         paced_from: tuple[float, int] | None = None  # the epoch's pace, from the end of its first batch
         try:
-            for index, item in enumerate(bar, start=done + 1):
+            for index, item in enumerate(shown, start=done + 1):
                 yield item
                 self.trained += 1
                 now = time.monotonic()
@@ -146,8 +154,8 @@ class TrainingProgress:
                     self.timed_from = (now, self.trained)  # the first batch (compilation, workers starting) untimed
                 if paced_from is None:
                     paced_from = (now, index)  # the epoch's first batch (its loader starting) untimed
-                if self.bars and index % self.every == 0:
-                    bar.set_postfix(loss=f"{loss():.4f}", lr=f"{lr():.2e}")
+                if isinstance(shown, tqdm) and index % self.every == 0:
+                    shown.set_postfix(loss=f"{loss():.4f}", lr=f"{lr():.2e}")
                 if not self.bars and now - last_line >= LINE_EVERY:
                     pace = (now - paced_from[0]) / max(index - paced_from[1], 1)
                     left = (self.per_epoch - index) * (pace if index > paced_from[1] else self.pace(now))
@@ -164,7 +172,8 @@ class TrainingProgress:
             if not self.estimated and epoch < self.epochs:  # a short epoch: the estimate at its end
                 self.estimate(epoch, self.per_epoch, loss)
         finally:
-            bar.close()
+            if isinstance(shown, tqdm):
+                shown.close()
 
     def pace(self, now: float) -> float:
         """Seconds a batch, since the end of the run's first batch (between epochs, validation included)."""
