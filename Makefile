@@ -125,8 +125,9 @@ gpu-check:
 	@$(GPU_PYTHON) tests/gpu/check.py $(GPU_CHECK_ARGS)
 
 # A real one-node Slurm on localhost (as root: installs slurm-wlm and munge with apt-get when sbatch is missing),
-# then a generated project's Slurm tests: jobs run straight, requeued after USR1, restarted after a kill
-# (pytest -m slurm; a few minutes). The daemons stop afterwards, also when a test fails.
+# then a generated project's Slurm tests: jobs run straight, requeued after USR1, a real time limit, scontrol
+# requeue and a preemption (each requeue one line in the job's log), restarted after a kill, failed by a bug
+# (pytest -m slurm; about 3 minutes on a 2-core EPYC). The daemons stop afterwards, also when a test fails.
 SLURM_PROJECT := .slurm-project
 SLURM_TEST_DIR ?= /tmp/torch-scaffold-slurm
 

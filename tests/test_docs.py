@@ -18,7 +18,7 @@ import pytest
 
 from torch_scaffold.lint import RULES
 
-from .conftest import REPO
+from .conftest import PROJECT_TEST_COMMAND, REPO
 
 PACKAGE = REPO / "template" / "src" / "{{package_name}}"
 TESTS = REPO / "template" / "tests"
@@ -281,3 +281,16 @@ def test_the_recipe_tables_are_the_benchmarks_measured_file() -> None:
     assert sweep_rows == [sweep_table_row(row) for row in order if "sweep" in row["tables"]]
     assert len({row["cpu"] for row in rows}) == 1, "one CPU, or the s/epoch don't compare"
     assert rows[0]["cpu"] in section
+
+
+def test_copiers_closing_message_gives_the_readmes_commands() -> None:
+    """What copier prints after a copy and what the generated README says are the same commands (the message said
+    ``python -m pytest``, the README ``python -m pytest -n auto``)."""
+    import yaml
+
+    message = yaml.safe_load((REPO / "copier.yml").read_text())["_message_after_copy"]
+    commands = [line.split("#")[0].strip() for line in message.splitlines() if line.strip().startswith("python ")]
+    readme = (REPO / "template" / "README.md.jinja").read_text()
+    assert f"## Tests\n\n```bash\n{PROJECT_TEST_COMMAND}\n```" in readme and PROJECT_TEST_COMMAND in commands
+    for command in commands:
+        assert command in readme, f"copier's closing message says `{command}`, the README does not"

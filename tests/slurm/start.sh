@@ -3,6 +3,8 @@
 #
 # Everything (config, state, spool, logs, pid files) lives in $SLURM_TEST_DIR, so stop.sh can end exactly
 # the daemons this script started. Clients find the cluster through SLURM_CONF=$SLURM_TEST_DIR/slurm.conf.
+# A job in the partition `urgent` preempts the jobs of `test` (the default): they are requeued, their steps
+# warned with SIGTERM GraceTime seconds before the end, as clusters with preemptible partitions do.
 set -euo pipefail
 dir=${SLURM_TEST_DIR:-/tmp/torch-scaffold-slurm}
 bash "$(dirname "$0")/stop.sh" >/dev/null  # daemons of an earlier start, if any
@@ -38,8 +40,11 @@ MpiDefault=none
 ReturnToService=2
 KillWait=30
 MinJobAge=3600
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 $node State=UNKNOWN
-PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=60
+PartitionName=urgent Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 CONF
 # munge: its own socket and pid file in $dir, the key the package installed.
 munged --socket="$dir/munge/munge.socket" --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/seed" \

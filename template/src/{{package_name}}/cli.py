@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {rank}{one_line(exc)}", file=sys.stderr)  # under torchrun: which process says it
         return 2
     except Preempted as stop:
-        print(stop, file=sys.stderr)
+        stop.report()
         return EXIT_PREEMPTED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""On a Slurm cluster: what ``slurm/train.sbatch`` asks Python before it starts torchrun on every node.
+"""On a Slurm cluster: what ``slurm/train.sbatch`` runs in Python, before torchrun and as torchrun.
 
     python -m <package>.slurm preflight [--config FILE ...] [--set KEY=VALUE ...] [--resume auto|PATH]
 
@@ -6,21 +6,32 @@ prints the number of processes each node runs (one per GPU, or ``NPROC_PER_NODE`
 CPU processes where there is no GPU), or ends with one line and exit status 2
 where the job would fail later, less clearly: a script run outside a Slurm job,
 fewer GPUs than the job asks for, a config that does not load, a
-``train.out_dir`` that another run holds. The batch script itself relays
-Slurm's signals and requeues the job; the trainer resumes a requeued job by
-itself, keyed by the Slurm job id (``torchrun --rdzv-id=$SLURM_JOB_ID``, see
-``training/run_lock.py``, ``resume_after_restart``).
+``train.out_dir`` that another run holds.
+
+    python -m <package>.slurm torchrun [torchrun's arguments] -m <package> train ...
+
+is torchrun whose stop by a signal is quiet (``torchrun`` below). The batch
+script relays Slurm's signals, requeues the job and says so in one line; the
+trainer resumes a requeued job by itself, keyed by the Slurm job id
+(``torchrun --rdzv-id=$SLURM_JOB_ID``, see ``training/run_lock.py``,
+``resume_after_restart``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 from .core.errors import UserError
+from .training.preemption import EXIT_PREEMPTED
 from .training.run_lock import RunLock
 
 SUBMIT = "sbatch slurm/train.sbatch [--config FILE] [--set KEY=VALUE ...]"
@@ -100,10 +111,84 @@ def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     return processes_per_node(environ, torch.cuda.device_count(), cfg.train.device)
 
 
+# torchrun stops its processes on these: its own four, and USR1, which the batch script relays before the time limit
+# (Slurm's `--signal`).
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1")
+
+
+class QuietStop(logging.Filter):
+    """torchrun's stop on a signal, said by no one but the batch script.
+
+    torchrun's agent turns a signal into ``SignalException``, stops its
+    processes (they checkpoint at their next step) and raises it again: a
+    30-line traceback in the job log after every requeue, and two warnings,
+    which ``filter`` drops once a stop began. ``handle`` stops the agent once:
+    a second signal (Slurm's SIGTERM after the batch script's USR1, say) would
+    cut short its wait for the checkpoint.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+
+        for name in STOP_SIGNALS:  # the stop is under way: later ones change nothing (a handler, not SIG_IGN,
+            signal.signal(getattr(signal, name), self.ignore)  # which Python refuses for one already arriving)
+        self.stopping = True
+        raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
+
+    def ignore(self, signum: int, frame: FrameType | None) -> None:
+        pass
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (self.stopping and ("death signal" in message or "closing signal" in message))
+
+
+def torchrun(argv: Sequence[str]) -> int:
+    """torchrun (``torch.distributed.run``) on one node of the job, quiet when a signal stops it.
+
+    Ends with 0 when this node's processes stopped after their checkpoint
+    (their note, ``STOP_NOTE``, is there: the batch script reads it and says
+    the one line), 75 when a signal stopped them before one, and torchrun's own
+    way otherwise: a process that fails still ends it with torchrun's report and
+    traceback. The node that runs the batch script writes the note where the
+    script asked; any other node into a folder of its own, removed here.
+    """
+    from torch.distributed.elastic.multiprocessing import api as elastic
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.run import main as run_torchrun
+
+    own, asked = None, os.environ.get("STOP_NOTE")
+    note = Path(asked or ".")
+    if not asked or not note.parent.is_dir():  # not the batch script's node, or no batch script
+        own = Path(tempfile.mkdtemp(prefix="stop-note-"))
+        note = own / "stop"
+        os.environ["STOP_NOTE"] = str(note)  # the processes torchrun starts inherit it
+    quiet = QuietStop()
+    elastic._terminate_process_handler = quiet.handle  # what torchrun installs for its four as it starts them
+    signal.signal(signal.SIGUSR1, quiet.handle)  # not among them (its default action would end torchrun at once)
+    for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api"):
+        logging.getLogger(name).addFilter(quiet)
+    try:
+        run_torchrun(list(argv))
+    except SignalException:
+        return 0 if note.is_file() else EXIT_PREEMPTED
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["torchrun"]:
+        return torchrun(args[1:])
     if not args or args[0] != "preflight":
-        print(f"usage: python -m {__package__}.slurm preflight [--config FILE] [--set KEY=VALUE ...]", file=sys.stderr)
+        usage = f"usage: python -m {__package__}.slurm preflight|torchrun ..."
+        print(usage, file=sys.stderr)
         return 2
     try:
         print(preflight(args[1:], os.environ))

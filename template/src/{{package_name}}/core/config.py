@@ -241,7 +241,7 @@ class TrainConfig:
     compile: bool = option(False, "torch.compile the model, DDP included (PyTorch's order); checkpoints unprefixed")
     out_dir: str = option("runs/default", "where checkpoints, metrics and pictures go")
     log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
-    progress: bool = option(True, "tqdm bars in a terminal; in a log, a line every 5 s of a start-up phase over 2 s")
+    progress: bool = option(True, "tqdm bars in a terminal; in a log, lines (start-up, every 30 s of an epoch); an ETA")
     grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
     tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
     mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")

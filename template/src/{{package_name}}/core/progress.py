@@ -1,9 +1,11 @@
-"""Progress of a long start-up phase (scanning, checking files, filling the cache): a bar, or lines in a log.
+"""Progress of a long phase: a bar on a terminal, or lines in a log (stderr not a terminal: Slurm, nohup, a pipe).
 
-A phase that ends within ``DELAY`` seconds says nothing. Past that, a terminal
-gets a tqdm bar and a log file (stderr not a terminal: Slurm, nohup) gets a
-line every ``EVERY`` seconds with the count and the rate, and one when the
-phase ends, so that a start of minutes never looks like a hang. The caller
+A start-up phase (scanning, checking files, filling the cache) that ends
+within ``DELAY`` seconds says nothing. Past that, a terminal gets a tqdm bar
+and a log file a line every ``EVERY`` seconds with the count and the rate, and
+one when the phase ends, so that a start of minutes never looks like a hang.
+An epoch's batches (``TrainingProgress``) get a bar, or a line every
+``LINE_EVERY`` seconds, and the run one estimate of its length. The caller
 decides who reports (the main process, with ``train.progress`` on).
 """
 
@@ -11,13 +13,20 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from .config import TrainConfig
+
+# No tqdm monitor thread (every tqdm, a disabled one too, starts it, to adjust a bar that stalls): loader workers
+# fork while a bar is alive, and a fork of a process with threads may deadlock (Python 3.12 warns of it).
+tqdm.monitor_interval = 0
 DELAY = 2.0  # seconds a phase runs before it is shown
 EVERY = 5.0  # seconds between two lines in a log
+LINE_EVERY = 30.0  # seconds between two progress lines of an epoch in a log (each one host sync: P5)
+ESTIMATE_AFTER = (3, 10.0)  # batches timed and seconds passed, after the first batch, before the run's estimate
 
 
 class Quiet:
@@ -62,6 +71,11 @@ class LogLines:
         self.shown = True
 
 
+def bar(items: Iterable[Any], what: str, show: bool) -> Iterable[Any]:
+    """``items`` in a tqdm bar where ``show`` (a terminal), else as they are: a disabled tqdm is still an object."""
+    return tqdm(items, what, leave=False, dynamic_ncols=True) if show else items
+
+
 def meter(what: str, total: int | None = None, show: bool = True, unit: str = "files") -> Any:
     """Something with ``update(count)`` and ``close()``: a delayed tqdm bar on a terminal, else ``LogLines``."""
     if not show:
@@ -82,3 +96,104 @@ def tracked(
             shown.update()
     finally:
         shown.close()
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``2 min 20 s``, ``1 h 05 min``, ``2 d 3 h``: a time a person reads at a glance."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
+
+
+class Totals(Protocol):
+    """What ``TrainingProgress`` reads of an epoch's running sums (training/engine.py, ``EpochTotals``)."""
+
+    batches: int  # trained so far in this epoch
+
+    def mean_loss(self) -> float: ...  # a host sync
+
+
+class TrainingProgress:
+    """An epoch's batches, shown as they train: a tqdm bar with the loss on a terminal, a line every ``LINE_EVERY``
+    seconds in a log; and once a run, after its first batches, how long an epoch and the rest of the run take.
+
+    The loss is a host sync (P5): the bar reads it every ``train.log_every``
+    optimizer steps, a log once a line. Nothing is read or printed where
+    ``show`` is off (another process than the main one, ``train.progress=false``).
+    """
+
+    def __init__(self, train: TrainConfig, show: bool, per_epoch: int) -> None:
+        self.show, self.epochs, self.per_epoch = show and train.progress, train.epochs, per_epoch
+        self.every = train.log_every * train.accumulate_steps  # batches between two reads of the loss for a bar
+        self.bars = self.show and sys.stderr.isatty()
+        self.estimated = False  # the run's estimate: said once
+        self.timed_from: tuple[float, int] | None = None  # (when, batches trained then): after the run's first batch
+        self.trained = 0  # batches trained by this process, all epochs
+
+    def epoch(self, batches: Iterable[Any], epoch: int, totals: Totals, lr: Callable[[], float]) -> Iterator[Any]:
+        """``batches``, one by one; after each has trained (when the loop asks for the next), the bar, line or
+        estimate that is due. A resumed epoch starts after the ``totals.batches`` it trained before."""
+        if not self.show:
+            yield from batches
+            return
+        loss, done = totals.mean_loss, totals.batches
+        shown = bar(batches, f"epoch {epoch}", self.bars)
+        started = last_line = time.monotonic()
+        paced_from: tuple[float, int] | None = None  # the epoch's pace, from the end of its first batch
+        try:
+            for index, item in enumerate(shown, start=done + 1):
+                yield item
+                self.trained += 1
+                now = time.monotonic()
+                if self.timed_from is None:
+                    self.timed_from = (now, self.trained)  # the first batch (compilation, workers starting) untimed
+                if paced_from is None:
+                    paced_from = (now, index)  # the epoch's first batch (its loader starting) untimed
+                if isinstance(shown, tqdm) and index % self.every == 0:
+                    shown.set_postfix(loss=f"{loss():.4f}", lr=f"{lr():.2e}")
+                if not self.bars and now - last_line >= LINE_EVERY:
+                    pace = (now - paced_from[0]) / max(index - paced_from[1], 1)
+                    left = (self.per_epoch - index) * (pace if index > paced_from[1] else self.pace(now))
+                    print(
+                        f"epoch {epoch}/{self.epochs}  batch {index}/{self.per_epoch}  loss {loss():.4f}  "
+                        f"lr {lr():.2e}  {duration(now - started)} in, about {duration(left)} left",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    last_line = now
+                timed, since = self.trained - self.timed_from[1], now - self.timed_from[0]
+                if not self.estimated and timed >= ESTIMATE_AFTER[0] and since >= ESTIMATE_AFTER[1]:
+                    self.estimate(epoch, index, loss)
+            if not self.estimated and epoch < self.epochs:  # a short epoch: the estimate at its end
+                self.estimate(epoch, self.per_epoch, loss)
+        finally:
+            if isinstance(shown, tqdm):
+                shown.close()
+
+    def pace(self, now: float) -> float:
+        """Seconds a batch, since the end of the run's first batch (between epochs, validation included)."""
+        assert self.timed_from is not None
+        return (now - self.timed_from[0]) / max(self.trained - self.timed_from[1], 1)
+
+    def estimate(self, epoch: int, index: int, loss: Callable[[], float]) -> None:
+        """One line: an epoch's batches and the rest of the run, at the pace so far (validation not counted)."""
+        if self.timed_from is None or self.trained <= self.timed_from[1]:
+            return  # only the first batch, untimed: no pace to tell yet
+        self.estimated = True
+        loss()  # a host sync, once: the pace of what the device has done, not of what was queued for it
+        pace = self.pace(time.monotonic())
+        left = ((self.per_epoch - index) + (self.epochs - epoch) * self.per_epoch) * pace
+        end = time.strftime("%a %H:%M" if left >= 86400 else "%H:%M", time.localtime(time.time() + left))
+        line = (
+            f"estimate: about {duration(pace * self.per_epoch)} an epoch, {duration(left)} for the rest of the "
+            f"run (done about {end}), validation not counted"
+        )
+        if self.bars:
+            tqdm.write(line, file=sys.stderr)  # above the bar, which stays
+        else:
+            print(line, file=sys.stderr, flush=True)

@@ -35,7 +35,12 @@ SHOWN = 5
 
 
 class BadFileError(UserError):
-    """A file in the data folder that cannot be read as a sample."""
+    """A file in the data folder that cannot be read as a sample; ``why``: the reason alone, without the file's name
+    and the way out (what the file index remembers, and a report of several files lists)."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class Checked:
@@ -65,8 +70,9 @@ class Checked:
         try:
             return bombs_refused(read, path)
         except READ_ERRORS as exc:
+            why = reason(exc, path)
             raise BadFileError(
-                f"{path} cannot be read ({reason(exc, path)}): replace or remove it, or set data.on_bad_file=skip"
+                f"{path} cannot be read ({why}): replace or remove it, or set data.on_bad_file=skip", why
             ) from None
 
 
@@ -189,7 +195,7 @@ def drop_unreadable(
                 dataset.loader(path)
                 verdict = READ
             except BadFileError as error:
-                verdict = BAD + str(error)
+                verdict = BAD + error.why
             index.record(path, verdict)
         if verdict.startswith(BAD):
             bad.append(path)

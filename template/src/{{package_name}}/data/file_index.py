@@ -21,7 +21,9 @@ from ..core.progress import tracked
 from .decode import DECODE_VERSION
 from .store import folder_key, write_chunks
 
-INDEX_FORMAT = 1  # bump when the file's layout or a verdict's meaning changes: old indexes are then ignored
+# Bump when the file's layout or a verdict's meaning changes: old indexes are then ignored. 2: a bad file's verdict
+# holds the reason alone (1 held the whole message, its way out included: a report listing it said that twice).
+INDEX_FORMAT = 2
 HEADER = "header"  # the image header opens (data.on_bad_file=error's check)
 READ = "read"  # the whole file loads (data.on_bad_file=skip's check); implies HEADER
 BAD = "bad: "  # prefix of a verdict that names why the file cannot be read

@@ -17,11 +17,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
-from tqdm import tqdm
 
 from ..core.config import TrainConfig
 from ..core.device import Compute
 from ..core.distributed import World, sum_across
+from ..core.progress import bar
 
 
 @dataclass
@@ -175,7 +175,7 @@ def evaluate(
     # end: bincount on CUDA reads its input's range with a host sync, so once per pass, not once per batch.
     codes = [torch.zeros(0, device=compute.device, dtype=torch.long)]
     with torch.inference_mode():  # P11: no graph is built
-        for batch in tqdm(loader, desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+        for batch in bar(loader, "eval", progress):
             images, targets = compute.batch(*batch)
             with compute.autocast():
                 logits = model(images)

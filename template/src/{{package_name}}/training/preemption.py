@@ -10,8 +10,11 @@ a batch loads, and the stop is agreed by every process at a step boundary.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
 
@@ -27,6 +30,20 @@ class Preempted(Exception):
             f"saved {checkpoint}: continue with --resume auto"
         )
         self.checkpoint = checkpoint
+        self.note = f"{signal_name}: saved step {step} of epoch {epoch} in {checkpoint}"
+
+    def report(self, environ: Mapping[str, str] = os.environ) -> None:
+        """The stop's one line, once for the run (every process stops at the same step and says the same).
+
+        Under slurm/train.sbatch (``STOP_NOTE``) it goes to the note the batch
+        script reads: the script says it in its own one line, with what comes
+        next (the job requeued, or ended), which only it knows.
+        """
+        if environ.get("STOP_NOTE"):
+            if environ.get("LOCAL_RANK", "0") == "0":  # one process a node: each node's torchrun reads its own
+                Path(environ["STOP_NOTE"]).write_text(self.note + "\n")
+        elif environ.get("RANK", "0") == "0":
+            print(self, file=sys.stderr)
 
 
 class GracefulStop:

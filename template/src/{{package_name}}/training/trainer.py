@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,7 +21,6 @@ from typing import Any
 import torch
 import yaml
 from torch import nn
-from tqdm import tqdm
 
 from ..core.config import Config
 from ..core.device import (
@@ -46,6 +44,7 @@ from ..core.distributed import (
     sync_buffers,
     wrap_model,
 )
+from ..core.progress import TrainingProgress
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything, seed_process
 from ..data.batches import TrainingBatches
@@ -149,7 +148,6 @@ class Trainer:
         configure_backends(device, cfg.train.deterministic)
         precision = resolve_precision(cfg.train.precision, device, cfg.model.name)
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
-        self.progress_bars = cfg.train.progress and sys.stderr.isatty() and self.world.is_main
 
         # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
         # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
@@ -169,6 +167,7 @@ class Trainer:
         self.batches = TrainingBatches.build(data, cfg, self.world, self.compute)
         self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
+        self.shown = TrainingProgress(cfg.train, self.world.is_main, self.batches.per_epoch)  # bars, lines, estimate
         self.assemble(train_set)
         seed_process(cfg.train.seed, self.world.rank)  # the same weights on every rank; from here, its own dropout
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
@@ -247,8 +246,7 @@ class Trainer:
             # P11: dropout and batch-norm statistics need train mode; the last evaluation left eval mode.
             self.wrapped.train()
             started, seen_before = time.perf_counter(), totals.seen
-            bar = tqdm(self.batches, f"epoch {epoch}", disable=not self.progress_bars, leave=False)
-            for inputs, labels, targets in bar:
+            for inputs, labels, targets in self.shown.epoch(self.batches, epoch, totals, self.last_lr):
                 last = totals.batches + 1 == self.batches.per_epoch
                 update = last or (totals.batches + 1) % accumulate == 0  # the optimizer steps after N batches
                 loss, logits = train_step(self.wrapped, inputs, labels, self.parts, self.compute, cfg.train, update)
@@ -260,9 +258,6 @@ class Trainer:
                     self.ema.update(self.model)
                 # The first step's batch as the model sees it, for train_batch.png: soft labels when mixing.
                 self.outputs.images(inputs, labels)
-                # P5: the loss's .item() is a host sync: only at the logging interval, and only when a bar shows.
-                if self.progress_bars and progress.step % cfg.train.log_every == 0:
-                    bar.set_postfix(loss=f"{totals.mean_loss():.4f}", lr=f"{self.last_lr():.2e}")
                 # The epoch's last step is decided at its end, after validation and its checkpoint.
                 if not last and self.stop_agreed(stop, progress.step):
                     raise self.stopped(stop, self.state.save(progress), progress)
