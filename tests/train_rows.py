@@ -8,8 +8,9 @@ which is what ``python -m <package> train`` calls.
 
 SPEC is a JSON list of runs ``{"id", "project", "package", "args"}``; RESULTS
 gets ``{id: {"rc", "stdout", "stderr", "seconds", "built_in_defaults"}}``, the
-last being ``dataclasses.asdict(Config())`` of the project's package (read here
-too, so no process per project is started for it).
+last being every key's default as ``core/config.py`` writes it (``auto`` where a
+run resolves it, as ``configs/default.yaml`` has it) of the project's package
+(read here too, so no process per project is started for it).
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ def use_project(project: str, package: str) -> None:
             del sys.modules[name]
 
 
+def written_defaults(kind: type) -> dict[str, object]:
+    """Each field's default as declared: ``Config()`` resolves the ``auto`` fine-tuning keys, the file does not."""
+    values: dict[str, object] = {}
+    for item in dataclasses.fields(kind):
+        default = item.default if item.default_factory is dataclasses.MISSING else item.default_factory()
+        values[item.name] = written_defaults(type(default)) if dataclasses.is_dataclass(default) else default
+    return values
+
+
 def run(project: str, package: str, args: list[str]) -> dict[str, object]:
     use_project(project, package)
     os.chdir(project)
@@ -57,7 +67,7 @@ def run(project: str, package: str, args: list[str]) -> dict[str, object]:
             traceback.print_exc()
             rc = "crash"
     seconds = round(time.perf_counter() - start, 2)
-    defaults = dataclasses.asdict(importlib.import_module(f"{package}.core.config").Config())
+    defaults = written_defaults(importlib.import_module(f"{package}.core.config").Config)
     return {
         "rc": rc,
         "stdout": out.getvalue()[-3000:],

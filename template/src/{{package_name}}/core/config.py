@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 import yaml
 
 from . import PACKAGE
+from .config_files import MOVED, merge, parse_override, read_yaml, set_dotted, upgrade
 from .config_rules import check_value, coerce, option, options, rules
 from .errors import UserError
 
@@ -52,11 +52,6 @@ PLAIN_PREPROCESSING: dict[str, Any] = {
 # head's rate with its batch norm frozen (the weights' statistics, not those of batches of a few photos). Measured
 # on real photos with real ImageNet weights: README, "Fine-tuning" (benchmarks/finetune.py).
 FINE_TUNING: dict[str, Any] = {"unfreeze_at_epoch": 3, "backbone_lr_scale": 0.02}
-
-# Keys that moved to another section. A checkpoint written before the move is read with the key at its
-# new place; a config file or --set that names the old key is refused with the new name (copier update
-# rewrites the project's configs/*.yaml).
-MOVED = {"train.mixup_alpha": "data.mixup_alpha", "train.cutmix_alpha": "data.cutmix_alpha"}
 
 
 def _answered_defaults() -> dict[str, dict[str, Any]]:
@@ -304,66 +299,6 @@ def load_config(
     return config_from_dict(raw)
 
 
-def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
-    """Move keys named in ``MOVED`` to their new sections (a value already there wins)."""
-    for old, new in MOVED.items():
-        old_section, old_key = old.split(".")
-        new_section, new_key = new.split(".")
-        section = raw.get(old_section)
-        if isinstance(section, dict) and old_key in section:
-            value = section.pop(old_key)
-            raw.setdefault(new_section, {}).setdefault(new_key, value)
-    return raw
-
-
-CONFLICT_MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>)( |$)", re.MULTILINE)
-
-
-def read_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"{what} {path} not found: pass --config with an existing YAML file")
-    text = path.read_text()
-    return yaml_mapping(text, path, what)
-
-
-def yaml_mapping(text: str, path: Path, what: str = "config file") -> dict[str, Any]:
-    """Parse YAML into a dict; a syntax error names ``path:line:column`` and the problem."""
-    marker = CONFLICT_MARKER.search(text)
-    if marker:
-        # Left by a merge (copier update, git): YAML would only say "could not find expected ':'".
-        line = text.count("\n", 0, marker.start()) + 1
-        raise UserError(
-            f"{what} {path} has unresolved merge conflict markers at line {line}: "
-            "keep one side of each conflict and delete the <<<<<<<, ======= and >>>>>>> lines"
-        )
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{what} {yaml_problem(path, exc)}: fix its syntax") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{what} {path} must hold a mapping of sections (data:, model:, ...)")
-    return raw
-
-
-def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
-    """``path:line:column is not valid YAML (problem)``, in one line, from PyYAML's marks (1-based here)."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    problem = getattr(exc, "problem", None) or exc.__class__.__name__
-    context = getattr(exc, "context", None)
-    detail = f"{context}, {problem}" if context else problem
-    return f"{where} is not valid YAML ({' '.join(detail.split())})"
-
-
-def merge(into: dict[str, Any], update: dict[str, Any]) -> None:
-    """Key by key: a later file changes the keys it names and keeps the others."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
-
-
 def config_from_dict(raw: dict[str, Any]) -> Config:
     config = _build(Config, raw, prefix="")
     if config.version > CONFIG_VERSION:
@@ -387,28 +322,6 @@ def fill_plain_preprocessing(config: Config) -> None:
         for key, value in PLAIN_PREPROCESSING.items():
             if hasattr(section, key) and getattr(section, key) is None:
                 setattr(section, key, copy.copy(value))
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    key, sep, text = item.partition("=")
-    if not sep or not key.strip():
-        raise UserError(f"--set {item!r} is malformed: use KEY=VALUE, e.g. --set optim.lr=0.01")
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
-    return key.strip(), value
-
-
-def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node = raw
-    for part in parents:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise UserError(f"--set {key}: {part!r} is a value, not a section")
-        node = child
-    node[leaf] = value
 
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:

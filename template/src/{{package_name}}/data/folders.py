@@ -257,15 +257,7 @@ def build_training_data(
     memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
     batches = batch_path(cfg.data, train_set.transform)  # build_transform's steps: all batch-made, or per sample
-    device = world.device or select_device(cfg.train.device, world.local_rank)  # the trainer's, when it asks
-    # data.cache: device, memory or stream, by one rule (placement.py); printed when the training loader is made.
-    image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
-    paths = [path for path, _ in train_set.samples]
-    recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
-    facts = measured_facts(
-        cfg.data.cache, paths, image_bytes, batches, device, memory, recorded, cfg.data.decoder, cfg.train.deterministic
-    )
-    placement = place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
+    placement = placed(train_set, cfg, world, (batches, memory), resume)
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
@@ -278,6 +270,21 @@ def build_training_data(
     if memory:
         val_set = cached.resized(val_set, cfg.data, "val")  # type: ignore[assignment]
     return TrainingData(train_set, val_set, placement)
+
+
+def placed(
+    train_set: datasets.DatasetFolder, cfg: Config, world: World, route: tuple[bool, bool], resume: str | None
+) -> Placement:
+    """data.cache: device, memory or stream, by one rule (placement.py), printed when the training loader is made;
+    ``route``: (the batch path, whether the host keeps the images); ``resume``: the decoder a resumed run keeps."""
+    batches, memory = route
+    device = world.device or select_device(cfg.train.device, world.local_rank)  # the trainer's, when it asks
+    image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
+    paths = [path for path, _ in train_set.samples]
+    recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
+    choices = (cfg.data.cache, cfg.data.decoder)
+    facts = measured_facts(choices, paths, image_bytes, batches, device, memory, recorded, cfg.train.deterministic)
+    return place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
 
 
 def decoder_race(train_set: datasets.DatasetFolder, cfg: Config, world: World, device: torch.device) -> Callable:

@@ -244,19 +244,19 @@ def device_free_memory(device: torch.device) -> int | None:
 
 
 def measured_facts(
-    setting: str,
+    choices: tuple[str, str],
     paths: list[str],
     image_bytes: int,
     batch: bool,
     device: torch.device,
     host_fits: bool,
     recorded: str | None = None,
-    decoder: str = "auto",
     deterministic: bool = False,
 ) -> DataFacts:
-    """The facts of this machine and run (``host_fits`` from ``cache.keeps_in_memory``, ``recorded`` from
-    ``recorded_decoder``, ``decoder`` and ``deterministic`` the config's); the race is ``place``'s to run, where
-    the choice hangs on it."""
+    """The facts of this machine and run (``choices``: the config's ``data.cache`` and ``data.decoder``;
+    ``host_fits`` from ``cache.keeps_in_memory``, ``recorded`` from ``recorded_decoder``); the race is
+    ``place``'s to run, where the choice hangs on it."""
+    setting, decoder = choices
     free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
     # Why not, asked only where nvJPEG cannot (its probe decode then runs again: rare, and on CUDA alone).
     unavailable = None if gpu else nvjpeg_unavailable(paths, device)

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from ..core.config import Config, config_from_dict, set_dotted, yaml_problem
+from ..core.config import Config, config_from_dict
+from ..core.config_files import set_dotted, yaml_problem
 from ..core.errors import UserError
 from ..core.optional import require
 

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Config, config_from_dict, set_dotted
+from ..core.config import Config, config_from_dict
+from ..core.config_files import set_dotted
 from ..core.errors import UserError
 from ..outputs.reporting import MetricsLog
 from ..training.preemption import Preempted
