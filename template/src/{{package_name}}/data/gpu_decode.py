@@ -60,6 +60,18 @@ def jpeg_decoder() -> Callable[..., list[torch.Tensor]] | None:
     return decode_jpeg
 
 
+@functools.cache
+def torchcodec_problem() -> str | None:
+    """The first line of TorchCodec's import error, or None where it imports: a make gpu-check on an H100 met
+    a TorchCodec from PyPI that installed and did not load, and the line must say why (a missing FFmpeg, a build
+    for another torch)."""
+    try:
+        import torchcodec.decoders  # noqa: F401  (imported for the error alone)
+    except (ImportError, OSError, RuntimeError) as exc:
+        return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return None
+
+
 def jpegs_on_cuda(paths: list[str], device: torch.device) -> bool:
     """On CUDA, with TorchCodec, when every training file is a JPEG (nvJPEG decodes nothing else)."""
     return device.type == "cuda" and all(p.lower().endswith(JPEG) for p in paths) and jpeg_decoder() is not None
@@ -73,7 +85,8 @@ def cuda_decode_failure(device: torch.device) -> str | None:
     """
     decode = jpeg_decoder()
     if decode is None:
-        return "TorchCodec does not load (the decode extra)"
+        problem = torchcodec_problem()
+        return "TorchCodec does not load (the decode extra)" + (f": {problem}" if problem else "")
     encoded = io.BytesIO()
     Image.new("RGB", (8, 8)).save(encoded, format="JPEG")
     try:
