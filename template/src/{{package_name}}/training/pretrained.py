@@ -71,7 +71,7 @@ def model_line(start: StartingWeights, model: nn.Module) -> str:
         counts += f" (the backbone, in eval mode{until})"  # its batch norm keeps the weights' statistics
     line = f"model: {cfg.name}, {origin}; {counts}; {preprocessing_said(start)}"
     started_from = cfg.pretrained_weights is not None or cfg.init_from is not None
-    return line + ("\n" + fine_tuning_said(start.config) if started_from else "")
+    return line + ("\n" + fine_tuning_said(start.config) + image_size_said(start) if started_from else "")
 
 
 def fine_tuning_said(cfg: Config) -> str:
@@ -99,6 +99,16 @@ def fine_tuning_said(cfg: Config) -> str:
     keys = "model.freeze_backbone, model.unfreeze_at_epoch, optim.backbone_lr_scale, model.freeze_batchnorm"
     source = "the recipe for pretrained weights (auto)" if recipe else "as the config sets it"
     return f"fine-tuning: {phases}; {source}: {keys} change it"
+
+
+def image_size_said(start: StartingWeights) -> str:
+    """Where the weights were trained at another size than ``data.image_size``: which one this run trains at.
+    The project keeps the config's (README, "Image size": the weights' size costs time with its pixels)."""
+    expected = start.weights.expected if start.weights is not None else None
+    trained, size = (expected.trained_size if expected else None), start.config.data.image_size
+    if not trained or trained == size:
+        return ""
+    return f"; images at {size} px (data.image_size), not the weights' {trained} px (README: Image size)"
 
 
 def preprocessing_said(start: StartingWeights) -> str:
