@@ -94,7 +94,7 @@ def fine_tuning_said(cfg: Config) -> str:
         and model.freeze_backbone
         and model.freeze_batchnorm
         and model.unfreeze_at_epoch == FINE_TUNING["unfreeze_at_epoch"]
-        and scale == FINE_TUNING["backbone_lr_scale"]
+        and scale == FINE_TUNING["backbone_lr_scale"][cfg.optim.name]
     )
     keys = "model.freeze_backbone, model.unfreeze_at_epoch, optim.backbone_lr_scale, model.freeze_batchnorm"
     source = "the recipe for pretrained weights (auto)" if recipe else "as the config sets it"
