@@ -11,6 +11,7 @@ import ast
 import json
 import re
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 
 from torch_scaffold.lint import RULES
 
-from .conftest import PROJECT_TEST_COMMAND, REPO
+from .conftest import DEFAULT_ANSWERS, PROJECT_TEST_COMMAND, REPO
 
 PACKAGE = REPO / "template" / "src" / "{{package_name}}"
 TESTS = REPO / "template" / "tests"
@@ -98,11 +99,11 @@ def test_docstrings_that_cite_practices_md_find_it() -> None:
     assert (REPO / "PRACTICES.md").is_file()
 
 
-@pytest.mark.parametrize("doc", ["README.md", "PRACTICES.md", "CHANGELOG.md"])
+@pytest.mark.parametrize("doc", ["README.md", "PRACTICES.md", "CHANGELOG.md", "benchmarks/README.md"])
 def test_links_in_the_repository_docs_resolve(doc: str) -> None:
     for target in LINK.findall((REPO / doc).read_text()):
         if not re.match(r"^[a-z]+://", target):
-            assert (REPO / target).exists(), f"{doc} links to {target}, which does not exist"
+            assert ((REPO / doc).parent / target).exists(), f"{doc} links to {target}, which does not exist"
 
 
 def test_the_generated_project_carries_practices_md_and_its_readme_links_resolve(project: Path) -> None:
@@ -123,6 +124,104 @@ def test_readmes_tell_project_owners_to_read_the_changelog_before_updating(proje
     assert "[CHANGELOG.md](CHANGELOG.md)" in teams and "before `copier update`" in teams
     section = (project / "README.md").read_text().split("## What `copier update` touches", 1)[1]
     assert "read\n`CHANGELOG.md` in the template" in section
+
+
+TREE_HEADING = "## What a generated project contains"
+# A file named in an entry's description (`decode.py`, `recipes/strong.yaml`): it must exist too.
+NAMED_FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:py|yaml|yml|sbatch))\b")
+Entry = tuple[str, str]  # a name as the README writes it (a folder ends in /), and its description
+
+
+def readme_tree(readme: str) -> tuple[list[Entry], list[Entry]]:
+    """The README's tree of a generated project: its top-level entries, and those of ``src/<package_name>/``.
+
+    One entry a line, its name first, then its description; the package's entries are indented two spaces more,
+    under the line ``src/<package_name>/``; a line indented otherwise continues the description above it.
+    """
+    section = readme.split(f"\n{TREE_HEADING}\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```\n(.*?)^```", section, re.S | re.M)
+    assert block, f"{TREE_HEADING}: no tree"
+    lines = [line for line in block.group(1).splitlines() if line.strip() and line.strip() != "<project_slug>/"]
+    base = min(len(line) - len(line.lstrip()) for line in lines)
+    top: list[Entry] = []
+    inside: list[Entry] = []
+    for line in lines:
+        indent, (name, _, description) = len(line) - len(line.lstrip()), line.strip().partition(" ")
+        if indent == base:
+            top.append((name, description.strip()))
+        elif indent == base + 2 and top[-1][0] == "src/<package_name>/":
+            inside.append((name, description.strip()))
+        else:  # a description that goes on
+            entries = inside if inside and top[-1][0] == "src/<package_name>/" else top
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}")
+    return top, inside
+
+
+def holds(folder: Path, project: Path) -> set[str]:
+    """What a folder of a generated project holds, less dunder files and what its .gitignore leaves out (caches,
+    an install's egg-info; /runs/ and /data/ at the top only): what copier wrote, whatever tests did there since."""
+    patterns = [line.strip() for line in (project / ".gitignore").read_text().splitlines()]
+    ignored = [g.strip("/") for g in patterns if g and not g.startswith("#") and (folder == project or g[0] != "/")]
+    return {
+        path.name
+        for path in folder.iterdir()
+        if not re.fullmatch(r"__\w+__(\.py)?", path.name) and not any(fnmatch(path.name, g) for g in ignored)
+    }
+
+
+def tree_differences(readme: str, project: Path, package: str) -> list[str]:
+    """Where the README's tree and a generated project disagree, each in a line; none when they agree."""
+    top, inside = readme_tree(readme)
+    src = project / "src" / package
+    problems = []
+    for where, folder, entries in (("the project", project, top), ("src/<package_name>/", src, inside)):
+        listed = {name.split("/")[0] for name, _ in entries}
+        on_disk = holds(folder, project) if folder.is_dir() else set()
+        problems += [f"{where}: the README names {name}, which a generated project lacks" for name in listed - on_disk]
+        problems += [f"{where}: the README misses {name}, which a generated project holds" for name in on_disk - listed]
+        for name, description in entries:
+            path = folder / name.replace("<package_name>", package)
+            if path.exists() and path.is_dir() != name.endswith("/"):
+                kind = "a folder" if path.is_dir() else "a file"
+                problems.append(f"{where}: {name} is {kind} in a generated project")
+            for named in NAMED_FILE.findall(description):
+                if not any((base / named).is_file() for base in (path, path.parent, project)):
+                    problems.append(f"{where}: {name}'s line names {named}, which a generated project lacks")
+    if holds(project / "src", project) != {package}:
+        problems.append(f"src/ holds {sorted(holds(project / 'src', project))}, the README only src/<package_name>/")
+    practices_cited = f"P1..P{len(practices())}"
+    if not any(name == "tests/" and practices_cited in description for name, description in top):
+        problems.append(f"the tests/ line does not say {practices_cited}, the practices PRACTICES.md has")
+    return sorted(problems)
+
+
+def test_the_readme_tree_is_a_generated_projects(project: Path) -> None:
+    """Issue 47: the README named modules that had moved into folders three releases before (cli, config, data,
+    sample_data, model, ...) and 16 practices of 17. Its tree must be the generated project's, at the top level and
+    in the package, folders and files alike, with every file its descriptions name: a release that moves, adds or
+    renames an entry fails here until the README says so."""
+    problems = tree_differences((REPO / "README.md").read_text(), project, DEFAULT_ANSWERS["package_name"])
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_opens_with_what_it_is_the_two_commands_the_tree_and_the_alternatives() -> None:
+    """The first screen is for users: the two commands (the ones the Makefile has and .ci/run calls), what a
+    project holds, how it compares; the test suite's timing is for maintainers, in benchmarks/README.md."""
+    readme = (REPO / "README.md").read_text()
+    headings = re.findall(r"^## (.+)$", readme, re.M)
+    assert headings[:3] == [TREE_HEADING.removeprefix("## "), "How it compares", "Start a project"], headings[:3]
+    commands = re.search(r"```bash\n(.*?)```", readme.split("\n## ", 1)[0], re.S)
+    assert commands, "the README opens with its two commands"
+    said = [line.split("#")[0].split() for line in commands.group(1).splitlines()]
+    assert said == [["make", "demo"], ["make", "test"]], said
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    assert "\nmake test\n" in (REPO / ".ci" / "run").read_text()
+    table = readme.split("\n## How it compares\n", 1)[1].split("\n## ", 1)[0]
+    header = next(line for line in table.splitlines() if line.startswith("| |"))
+    for alternative in ("pytorch/examples", "references/classification", "timm", "lightning-hydra-template", "fast.ai"):
+        assert alternative in header, alternative
+    assert "CPU-seconds" not in readme and "CPU-seconds" in (REPO / "benchmarks" / "README.md").read_text()
 
 
 def test_the_readme_shows_no_invented_hosting_urls() -> None:
