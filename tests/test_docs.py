@@ -238,7 +238,7 @@ def test_the_generated_readme_documents_what_a_new_user_meets(project: Path) -> 
         "| `curves.png` |",
         "tensorboard --logdir runs",
         "## Small data",
-        "model: {name: resnet50, pretrained_weights: IMAGENET1K_V2, freeze_backbone: true, unfreeze_at_epoch: 4}",
+        "model: {name: resnet50, pretrained_weights: IMAGENET1K_V2}",
         "the learning-rate schedule was reshaped (train.epochs 15 -> 30)",
         "--csv predictions.csv photos/",
         "custom_metadata_map",
