@@ -19,8 +19,8 @@ dev environment; nothing is downloaded.
 order; the data split stays the same), so a difference can be told from
 the spread between seeds: on 80 validation images one image is 1.25 points.
 
-``benchmarks/results/recipe_accuracy.json`` holds the rows the generated
-README's "Training recipe" tables show (tests/test_docs.py checks they
+``benchmarks/results/recipe_accuracy.json`` holds the rows the "Training
+recipe" tables of a generated project's docs/training.md show (tests/test_docs.py checks they
 agree; ``--tables`` says which table a row belongs to). ``--quick`` (one
 epoch, 40 shapes a class, digits and patches where their package is
 installed) only checks that the benchmark still runs; the test suite calls
@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one run per train.seed")
     parser.add_argument(
         "--tables", nargs="*", choices=("recipe", "sweep", "ablation"), default=["recipe"],
-        help="the generated README's tables these rows belong to, once in benchmarks/results",
+        help="the generated docs/training.md's tables these rows belong to, once in benchmarks/results",
     )  # fmt: skip
     args = parser.parse_args()
     epochs = 1 if args.quick else args.epochs

@@ -1,6 +1,6 @@
 """Shards versus the folder: packing time, launch to the first step, and epoch throughput, side by side.
 
-The generated README's advice on when to pack a folder comes from this run. It
+The generated docs/data.md's advice on when to pack a folder comes from this run. It
 generates a project from this checkout, writes an ImageFolder of small PNG
 files (32 x 32, 10 classes; 100,000 to train and 10,000 to validate by
 default) with at most two processes, packs it with the project's own

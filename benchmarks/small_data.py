@@ -1,6 +1,6 @@
 """Small data: which learning rate and warmup train a model from scratch on 40 images per class.
 
-The generated README's small-data advice comes from this run. It generates
+The small-data advice of the generated docs/training.md comes from this run. It generates
 a project from this checkout, writes the offline shapes data with 40 training
 and 10 validation images per class (160 and 40: the size of a first try on
 one's own photos), trains each setting for 15 epochs with the project's own

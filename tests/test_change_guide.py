@@ -24,12 +24,17 @@ from .conftest import check, run_in
 PACKAGE = "x_pkg"
 ROWS = {  # row of the table -> the files it names (checked against the README, below)
     "a new model": ["extensions.py"],
-    "a model family with a setting": ["models/classifier.py", "core/config.py", "configs/default.yaml", "README.md"],
+    "a model family with a setting": [
+        "models/classifier.py",
+        "core/config.py",
+        "configs/default.yaml",
+        "docs/config.md",
+    ],
     "a new augmentation": ["extensions.py", "data/folders.py", "data/augment.py"],
     "a new logger with its own run": ["outputs/writers.py"],
     "a new checkpoint field": ["training/run_state.py"],
-    "a new config key": ["core/config.py", "configs/default.yaml", "README.md"],
-    "a new command": ["cli.py", "commands/<name>.py"],
+    "a new config key": ["core/config.py", "configs/default.yaml", "docs/config.md"],
+    "a new command": ["cli.py", "commands/<name>.py", "README.md"],
 }
 TOUCHED = '''
 
@@ -105,7 +110,7 @@ def make_every_change(project: Path) -> None:
     )
     edit(project / "configs" / "default.yaml", "  freeze_backbone:", "  tiny_width: 5\n", after=False)
     edit(
-        project / "README.md",
+        project / "docs" / "config.md",
         "| `model.freeze_backbone` |",
         "| `model.tiny_width` | `5` | tiny: the width of its one layer |\n",
         after=False,
@@ -129,15 +134,15 @@ def make_every_change(project: Path) -> None:
     )
     edit(run_state, '"tracker_run_ids": self.tracking.run_ids,', '            "ours": 42,\n')
     edit(run_state, "        progress.load_state_dict(state)", '        self.ours = state.get("ours")\n')
-    # A new config key: core/config.py, configs/default.yaml, the README's reference.
+    # A new config key: core/config.py, configs/default.yaml, its row in docs/config.md.
     edit(
         src / "core" / "config.py",
         "    epochs: int = option(15,",
         '    ours: int = option(3, "our own setting", bounds="(0, inf)")\n',
     )
     edit(project / "configs" / "default.yaml", "  epochs: 15", "  ours: 3\n")
-    edit(project / "README.md", "| `train.epochs` | `15` |", "| `train.ours` | `3` | our own setting |\n")
-    # A new command: cli.py and commands/hello.py.
+    edit(project / "docs" / "config.md", "| `train.epochs` | `15` |", "| `train.ours` | `3` | our own setting |\n")
+    # A new command: cli.py, commands/hello.py, its row in the README's Commands.
     (src / "commands" / "hello.py").write_text(OUR_COMMAND)
     cli = src / "cli.py"
     edit(
@@ -151,6 +156,7 @@ def make_every_change(project: Path) -> None:
         '    "sample-data": sample_data_command,',
         '    "hello": hello_command,\n',
     )
+    edit(project / "README.md", "| `pack-shards` |", "| `hello` | says hello | [Commands](#commands) |\n")
     edit(
         cli,
         "# One table of commands",
@@ -201,7 +207,7 @@ def test_the_guide_names_these_files_for_each_row(project: Path) -> None:
     for row, files in ROWS.items():
         line = next((line for line in table.splitlines() if line.startswith(f"| {row} |")), None)
         assert line is not None, f"the guide has no row {row!r}"
-        named = re.findall(r"`([\w/<>.]+\.(?:py|yaml))`", line) + (["README.md"] if "this README" in line else [])
+        named = re.findall(r"`([\w/<>.]+\.(?:py|yaml|md))`", line)
         assert sorted(set(named)) == sorted(files), row
 
 
@@ -232,17 +238,19 @@ def test_a_new_logger_keeps_its_own_run_across_a_resume(changed: tuple[Path, Pat
     assert state["tracker_run_ids"] == {"ours": "ours-1"}
 
 
-# The changed project's own tests that two rows rely on: the checkpoint's key table, and the config's tests.
+# The changed project's own tests that three rows rely on: the checkpoint's key table, the config's tests, and
+# the docs' (every key and every command documented once).
 SCHEMA_TEST = "tests/test_checkpoint.py::test_a_run_checkpoint_holds_exactly_the_keys_run_state_lists"
 CONFIG_TESTS = "tests/test_config.py"
+DOCS_TESTS = "tests/test_docs.py"
 
 
 @pytest.fixture(scope="module")
 def own_tests(changed: tuple[Path, Path, str]) -> list[str]:
-    """Both in one pytest process (one torch import instead of two); each test's "OUTCOME node id" line."""
+    """All in one pytest process (one torch import instead of three); each test's "OUTCOME node id" line."""
     project, _, _ = changed
     done = run_in(project, sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", SCHEMA_TEST,
-                  CONFIG_TESTS)  # fmt: skip
+                  CONFIG_TESTS, DOCS_TESTS)  # fmt: skip
     lines = [line.split(" - ")[0] for line in done.stdout.splitlines()]
     outcomes = [line for line in lines if line.split(" ", 1)[0] in ("PASSED", "FAILED", "ERROR", "SKIPPED")]
     assert outcomes, done.stdout[-3000:] + done.stderr[-3000:]
@@ -271,9 +279,10 @@ def test_a_new_config_key_is_read_checked_and_documented(changed: tuple[Path, Pa
     assert check(run_in(project, sys.executable, "-c", code)).strip() == "5"
     refused = run_in(project, sys.executable, "-m", PACKAGE, "train", "--set", "train.ours=0")
     assert refused.returncode == 2 and "train.ours" in refused.stderr
-    assert passed(own_tests, CONFIG_TESTS), own_tests
+    assert passed(own_tests, CONFIG_TESTS) and passed(own_tests, DOCS_TESTS), own_tests
 
 
-def test_a_new_command_runs(changed: tuple[Path, Path, str]) -> None:
+def test_a_new_command_runs_and_is_documented(changed: tuple[Path, Path, str], own_tests: list[str]) -> None:
     project, _, _ = changed
     assert check(run_in(project, sys.executable, "-m", PACKAGE, "hello")).strip() == "hello from our command"
+    assert passed(own_tests, f"{DOCS_TESTS}::test_the_readme_lists_every_command_once"), own_tests

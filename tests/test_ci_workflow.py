@@ -43,7 +43,7 @@ def test_workflow_by_default_lints_and_tests_on_cpu(project: Path) -> None:
 
 def test_the_readme_gives_the_workflows_cpu_only_install_as_one_line(project: Path) -> None:
     """A CPU-only machine installs as CI does: PyTorch's CPU wheels, then the project (the README's Install)."""
-    install = (project / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    install = (project / "README.md").read_text().split("\n### 1. Install\n", 1)[1].split("\n### ", 1)[0]
     (line,) = [line for line in install.splitlines() if "download.pytorch.org/whl/cpu" in line]
     ci = [line for line in commands(project) if "pip install" in line and "--upgrade pip" not in line]
     assert line.split(" && ") == ci

@@ -110,9 +110,10 @@ def test_the_generated_project_carries_practices_md_and_its_readme_links_resolve
     assert (project / "PRACTICES.md").read_text() == (REPO / "PRACTICES.md").read_text()
     readme = (project / "README.md").read_text()
     assert "[PRACTICES.md](PRACTICES.md)" in readme
-    for target in LINK.findall(readme):
-        if not re.match(r"^[a-z]+://", target):
-            assert (project / target).exists(), f"the generated README links to {target}, which does not exist"
+    for page in [project / "README.md", *(project / "docs").glob("*.md")]:  # anchors too: the project's test_docs
+        for target in LINK.findall(page.read_text()):
+            if not re.match(r"^[a-z]+://", target):
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
     table = readme.split("## Practices", 1)[1].split("\n## ", 1)[0]
     for module in re.findall(r"`(\w+\.py)`", table):
         assert (project / "src" / "x_pkg" / module).is_file() or (project / "tests" / module).is_file(), module
@@ -122,8 +123,10 @@ def test_readmes_tell_project_owners_to_read_the_changelog_before_updating(proje
     assert (REPO / "CHANGELOG.md").read_text().count("## [Unreleased]") == 1
     teams = (REPO / "README.md").read_text().split("## For teams", 1)[1].split("\n## ", 1)[0]
     assert "[CHANGELOG.md](CHANGELOG.md)" in teams and "before `copier update`" in teams
-    section = (project / "README.md").read_text().split("## What `copier update` touches", 1)[1]
-    assert "read\n`CHANGELOG.md` in the template" in section
+    updating = (project / "docs" / "updating.md").read_text()
+    assert updating.startswith("# What `copier update` touches\n")
+    assert "read\n`CHANGELOG.md` in the template" in updating
+    assert "[What `copier update` touches](docs/updating.md)" in (project / "README.md").read_text()
 
 
 TREE_HEADING = "## What a generated project contains"
@@ -225,15 +228,15 @@ def test_the_readme_opens_with_what_it_is_the_two_commands_the_tree_and_the_alte
 
 
 def test_the_readme_shows_no_invented_hosting_urls() -> None:
-    text = "\n".join(p.read_text() for p in (REPO / "README.md", REPO / ".pre-commit-hooks.yaml"))
-    text += (REPO / "template" / "README.md.jinja").read_text() + (REPO / "CHANGELOG.md").read_text()
+    docs = [REPO / "README.md", REPO / ".pre-commit-hooks.yaml", REPO / "CHANGELOG.md"]
+    text = "\n".join(p.read_text() for p in [*docs, *(REPO / "template").glob("**/*.md.jinja")])  # README, docs/
     for invented in ("gh:torch-scaffold", "git.example.org", "https://github.com/torch-scaffold"):
         assert invented not in text, invented
 
 
 def test_the_generated_readme_documents_what_a_new_user_meets(project: Path) -> None:
     """Issue 16's docs: run outputs, TensorBoard, small data, resume with more epochs, predict folders, export."""
-    readme = (project / "README.md").read_text()
+    readme = "".join(page.read_text() for page in [project / "README.md", *(project / "docs").glob("*.md")])
     for text in (
         "| `curves.png` |",
         "tensorboard --logdir runs",
@@ -245,6 +248,30 @@ def test_the_generated_readme_documents_what_a_new_user_meets(project: Path) -> 
         "each image with its class name",
     ):
         assert text in readme, text
+
+
+FIRST_STEPS = ["Install", "Train on the sample data", "Train on your own photos", "Fine-tune published weights",
+               "Stop and resume", "Evaluate and predict", "Export"]  # fmt: skip
+FIRST_STEPS_MAX_LINES = 200  # four screens of 50 lines
+
+
+def test_the_generated_readme_starts_with_the_first_steps_in_a_few_screens(project: Path) -> None:
+    """Issue 47: the path a newcomer walks comes first and stays short, each step a command; the commands and the
+    reference (docs/, then the README's own reference sections) follow."""
+    readme = (project / "README.md").read_text()
+    assert re.findall(r"^## (.+)$", readme, flags=re.MULTILINE)[:3] == ["First steps", "Commands", "Reference"]
+    path = readme.split("\n## First steps\n", 1)[1].split("\n## ", 1)[0]
+    assert len(path.splitlines()) <= FIRST_STEPS_MAX_LINES, "the first steps grew: move the detail to docs/"
+    steps = re.split(r"^### \d\. ", path, flags=re.MULTILINE)[1:]
+    assert [step.split("\n", 1)[0] for step in steps] == FIRST_STEPS
+    for step in steps:
+        assert "```bash\npython " in step, step.split("\n", 1)[0]  # its command, to copy
+    import yaml
+
+    message = yaml.safe_load((REPO / "copier.yml").read_text())["_message_after_copy"]
+    commands = [line.split("#")[0].strip() for line in message.splitlines() if line.strip().startswith("python ")]
+    first = [command for command in commands if "pytest" not in command]  # the tests come after the path
+    assert first and all(command.replace("{{ package_name }}", "x_pkg") in path for command in first)
 
 
 def test_the_template_readme_lists_the_questions_and_commands() -> None:
@@ -260,6 +287,7 @@ def test_the_generated_readme_states_no_test_count_and_the_suite_duration_as_a_d
     is a promise that drifts)."""
     readme = (REPO / "template" / "README.md.jinja").read_text()
     tests = readme.split("\n## Tests\n", 1)[1].split("\n## ", 1)[0]
+    readme += "".join(page.read_text() for page in (REPO / "template" / "docs").glob("*.md.jinja"))
     assert "--collect-only" in tests and "--durations" in tests  # how to get the figures from the code instead
     assert not re.search(r"\b\d+ tests\b", readme), "state no test count: it drifts; --collect-only counts them"
     assert re.search(r"\b\d+ min \d+ s\b", tests), "the measured time of `python -m pytest -n auto`"
@@ -371,8 +399,8 @@ def ablation_table_rows(rows: list[dict[str, Any]]) -> list[str]:
 def test_the_recipe_tables_are_the_benchmarks_measured_file() -> None:
     """Figures typed by hand drift from what was measured: both tables are benchmarks/results' rows, CPU included."""
     rows = json.loads(RECIPE_RESULTS.read_text())
-    readme = (REPO / "template" / "README.md.jinja").read_text()
-    section = readme.split("\n## Training recipe\n", 1)[1].split("\n## ", 1)[0]
+    page = (REPO / "template" / "docs" / "training.md.jinja").read_text()
+    section = page.split("\n## Training recipe\n", 1)[1].split("\n## ", 1)[0]
     recipe_rows = [line for line in section.splitlines() if re.match(r"\| \w+ \| (default|strong) \|", line)]
     assert recipe_rows == recipe_table_rows(rows)
     assert len(recipe_rows) >= 8  # digits and patches, 15 and 40 epochs, default and strong

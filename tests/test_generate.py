@@ -21,6 +21,7 @@ EXPECTED = [
     ".copier-answers.yml",
     ".gitignore",
     "README.md",
+    "docs/config.md",
     "pyproject.toml",
     "configs/default.yaml",
     "configs/sweep.yaml",

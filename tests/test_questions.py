@@ -138,7 +138,7 @@ def test_the_install_section_checks_the_python_before_pip(template_repo: Path, t
         pytest.skip(f"no python_version choice is {'newer' if newer else 'older'} than this Python")
     version = picked[0]
     dest = generate(template_repo, tmp_path / "p", python_version=version)
-    install = (dest / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    install = (dest / "README.md").read_text().split("\n### 1. Install\n", 1)[1].split("\n### ", 1)[0]
     lines = install.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     check = next(line for line in lines if line.startswith("python -c "))
     assert lines.index(check) < next(i for i, line in enumerate(lines) if "pip install" in line)
@@ -189,7 +189,7 @@ def test_the_sweep_space_comments_and_recipe_follow_the_answers(template_repo: P
     assert check(run_in(dest, sys.executable, "-c", load)).strip() == str(sorted(params))
     lr_line = next(line for line in (dest / "configs" / "default.yaml").read_text().splitlines() if "  lr:" in line)
     assert ('"Training recipe": measured' in lr_line) == sgd and ("Small data" in lr_line) != sgd, lr_line
-    readme = (dest / "README.md").read_text().split("## Training recipe", 1)[1].split("\n## ", 1)[0]
+    readme = (dest / "docs" / "training.md").read_text().split("## Training recipe", 1)[1].split("\n## ", 1)[0]
     assert f"fast recipe: random resized crop and flip,\n{recipe}." in readme
     assert ("were not\nmeasured here" in readme) != (case == "defaults")
 

@@ -132,18 +132,19 @@ def test_changing_answers_during_an_update(versioned_template: Path, tmp_path: P
 
     update(project, way, "model=resnet18")
     defaults = "src/x_pkg/project_defaults.yaml"  # the answers' defaults that config.py reads
-    assert changed_files(project) == [".copier-answers.yml", "README.md", "configs/default.yaml", defaults]
+    docs = ["docs/config.md", "docs/training.md"]  # the reference's row of the default; the recipe tables' note
+    assert changed_files(project) == [".copier-answers.yml", "configs/default.yaml", *docs, defaults]
     assert yaml.safe_load((project / defaults).read_text())["model"]["name"] == "resnet18"
-    diff = git(project, "diff", "--cached", "--unified=0", "--", "configs/default.yaml", "README.md")
+    diff = git(project, "diff", "--cached", "--unified=0", "--", "configs/default.yaml", *docs)
     removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert [line.split("#")[0].strip() for line in added if "name:" in line] == ["+  name: resnet18"]
-    # the config's model.name and the README's table row of its default, and the recipe section's note that its
-    # tables measured another model
-    note = added[:2]
+    # the config's model.name and the configuration reference's row of its default, then the recipe section's
+    # note that its tables measured another model
+    note = added[-2:]
     assert note[0].startswith("+This project's answers (resnet18, sgd, cosine) were not") and "measured here" in note[1]
     assert len(removed) == len(added) - 2 == 2
-    assert all("simple_cnn" in line for line in removed) and all("resnet18" in line for line in added[2:])
+    assert all("simple_cnn" in line for line in removed) and all("resnet18" in line for line in added[:-2])
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
     assert answers["model"] == "resnet18" and answers["ci_workflow"] is False and answers["_commit"] == V2
 
