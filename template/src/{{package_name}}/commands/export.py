@@ -91,7 +91,7 @@ def export_model(
     extra = {METADATA_FILE: json.dumps(metadata or {})}
     with torch.inference_mode(False), torch.no_grad():
         if fmt == "torchscript":
-            with warnings.catch_warnings():  # PyTorch deprecates TorchScript; the README says to prefer `exported`
+            with warnings.catch_warnings():  # PyTorch deprecates TorchScript; docs/export.md says to prefer `exported`
                 warnings.simplefilter("ignore", FutureWarning)
                 torch.jit.trace(model, example).save(str(output), _extra_files=extra)
         elif fmt == "exported":

@@ -101,7 +101,7 @@ def not_a_checkpoint(path: Path) -> str | None:
         head = handle.read(4)
     if path.suffix.lower() == ".onnx" or head[:1] == b"\x08":  # an ONNX ModelProto starts with field 1, ir_version
         return (
-            f"checkpoint {path} is an ONNX export, not a checkpoint: run it with onnxruntime (README, Export), "
+            f"checkpoint {path} is an ONNX export, not a checkpoint: run it with onnxruntime (docs/export.md), "
             "or pass the .pt file it was exported from"
         )
     if zipfile.is_zipfile(path):
@@ -109,7 +109,7 @@ def not_a_checkpoint(path: Path) -> str | None:
             if any(name.endswith("archive_format") for name in archive.namelist()):  # torch.export.save's layout
                 return (
                     f"checkpoint {path} is a torch.export program (.pt2), not a checkpoint: load it with "
-                    "torch.export.load (README, Export), or pass the .pt file it was exported from"
+                    "torch.export.load (docs/export.md), or pass the .pt file it was exported from"
                 )
     return None
 

@@ -85,7 +85,7 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
         ]
     else:
         # Pillow resizes and crops a decoded image (torchvision a .npy array): Pillow alone then gives a
-        # deployed model the pixels predict gives it (README, Export; torchvision's own kernel differs by 1).
+        # deployed model the pixels predict gives it (docs/export.md; torchvision's own kernel differs by 1).
         resize = v2.Resize(round(size / cfg.eval_crop_ratio), eval_interpolation(cfg), antialias=True)
         fixed = [resize, v2.CenterCrop(size)]
         steps = [*fixed, v2.ToImage()] if cfg.format == "image" else [v2.ToImage(), *fixed]

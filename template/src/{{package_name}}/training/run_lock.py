@@ -5,7 +5,7 @@ the kernel drops it when the process ends in any way (SIGKILL and power cuts
 included), so no stale lock ever blocks a later ``--resume auto``. The lock is
 taken before anything else in the folder is touched (``claim_out_dir``): a run
 that is refused changes nothing of the run that holds it. (On NFS, a lock held
-by a node that died stays held until the server lets it go: see the README.)
+by a node that died stays held until the server lets it go: see docs/resume.md.)
 
 Which checkpoints in the folder a run continues after torchrun restarts it, or
 Slurm requeues it, is decided here too (``resume_after_restart``): the job
