@@ -261,7 +261,8 @@ def table(rows: list[dict[str, Any]], tools: list[str]) -> str:
                 cells.append("not run")
                 continue
             s = found[0]["summary"]
-            spread = "" if s["low"] == s["high"] else f" ({s['low']:.3f}-{s['high']:.3f})"
+            runs = len(found[0]["runs"])  # seeds run (the probe is deterministic: one run)
+            spread = "" if runs == 1 else f" ({s['low']:.3f}-{s['high']:.3f}, {runs} seeds)"
             cells.append(f"{s['mean']:.3f}{spread}, {s['seconds']:.0f} s")
         lines.append(f"| {per_class} | {size} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
