@@ -262,7 +262,8 @@ def table(rows: list[dict[str, Any]], tools: list[str]) -> str:
                 continue
             s = found[0]["summary"]
             runs = len(found[0]["runs"])  # seeds run (the probe is deterministic: one run)
-            spread = "" if runs == 1 else f" ({s['low']:.3f}-{s['high']:.3f}, {runs} seeds)"
+            spread = f" ({s['low']:.3f}-{s['high']:.3f}, {runs} seeds)" if runs > 1 else ""
+            spread = " (1 seed)" if runs == 1 and tool != "probe" else spread
             cells.append(f"{s['mean']:.3f}{spread}, {s['seconds']:.0f} s")
         lines.append(f"| {per_class} | {size} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
