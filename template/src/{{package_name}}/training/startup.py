@@ -1,4 +1,4 @@
-"""The start-up line: what a run is about to do, said before its first epoch (which can take minutes).
+"""The start-up lines: what a run is about to do, said before its first epoch (which can take minutes).
 
 Data, device, precision, loaders and the resume point are otherwise only
 known from the first epoch's line, or from reading the config and the code.
@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any
 
 from ..core.device import bf16_slower_on_cpu, cpu_has_native_bf16
+from .pretrained import model_line
+from .run_length import run_length_warnings
 
 SHOWN_CLASSES = 6  # more than this many class names are cut, the count stays whole
 
@@ -84,3 +86,13 @@ def describe(trainer: Any, progress: Any) -> str:
             processes=trainer.world.size,
         )
     )
+
+
+def start_lines(trainer: Any, progress: Any) -> list[str]:
+    """What a built and restored ``Trainer`` says before ``fit``: the settings this run is too short for (an EMA
+    horizon or a warmup longer than the run), then the start-up line and the model's (weights, what trains,
+    preprocessing). Asked after restore: only the checkpoint tells a fresh run from a resumed one, which said its
+    warnings when it started and does not repeat them on each resume."""
+    warnings = [] if progress.resumed else run_length_warnings(trainer.cfg, trainer.steps_per_epoch)
+    said = [f"warning: {warning}" for warning in warnings]
+    return [*said, describe(trainer, progress), model_line(trainer.start, trainer.model)]
