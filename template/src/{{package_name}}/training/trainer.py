@@ -146,7 +146,7 @@ class Trainer:
         # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
         # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world, resume)
+        data = build_training_data(cfg.data, cfg.train, cfg.train.progress and self.world.is_main, self.world, resume)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
@@ -158,8 +158,10 @@ class Trainer:
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
         self.classes = list(train_set.classes)
-        self.batches = TrainingBatches.build(data, cfg, self.world, self.compute)
-        self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
+        self.batches = TrainingBatches.build(data, cfg.data, cfg.train.seed, self.world, self.compute)
+        self.val_loader = build_loader(
+            val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
+        )
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.shown = TrainingProgress(cfg.train, self.world.is_main, self.batches.per_epoch)  # bars, lines, estimate
         self.assemble(train_set)
