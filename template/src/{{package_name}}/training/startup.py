@@ -60,11 +60,11 @@ def startup_line(run: RunStart) -> str:
     )
 
 
-def precision_said(cfg: Any, compute: Any) -> str:
-    """The precision, and why where ``auto`` chose fp32 on a CPU with native bf16 math (core/device.py)."""
-    chose = cfg.train.precision == "auto" and compute.device.type == "cpu" and compute.precision == "fp32"
-    if chose and cpu_has_native_bf16() and bf16_slower_on_cpu(cfg.model.name):
-        return f"fp32 (auto: {cfg.model.name} trains slower in bf16 on CPUs)"
+def precision_said(setting: str, model_name: str, compute: Any) -> str:
+    """The precision, and why where train.precision ``auto`` chose fp32 on a CPU with native bf16 (core/device.py)."""
+    chose = setting == "auto" and compute.device.type == "cpu" and compute.precision == "fp32"
+    if chose and cpu_has_native_bf16() and bf16_slower_on_cpu(model_name):
+        return f"fp32 (auto: {model_name} trains slower in bf16 on CPUs)"
     return compute.precision
 
 
@@ -76,7 +76,7 @@ def describe(trainer: Any, progress: Any) -> str:
             train_images=trainer.batches.images,
             val_images=len(trainer.val_loader.dataset),
             device=str(trainer.compute.device),
-            precision=precision_said(trainer.cfg, trainer.compute),
+            precision=precision_said(trainer.cfg.train.precision, trainer.cfg.model.name, trainer.compute),
             workers=trainer.batches.workers,
             batch_path=trainer.batches.batch_path,
             epoch=progress.epoch,
