@@ -160,12 +160,13 @@ def decode_rates(decode: types.ModuleType, paths: list[str], rounds: int) -> dic
 
 
 FILL = """
-import json, sys, time
+import inspect, json, sys, time
 from {package}.core.config import load_config
 from {package}.data.folders import build_training_data
 cfg = load_config(None, sys.argv[1:])
+whole = "run" not in inspect.signature(build_training_data).parameters  # older releases took the whole config
 started = time.perf_counter()
-data = build_training_data(cfg)
+data = build_training_data(cfg) if whole else build_training_data(cfg.data, cfg.train)
 print(json.dumps({{"seconds": time.perf_counter() - started, "images": len(data.train)}}))
 """
 

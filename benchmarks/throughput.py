@@ -345,7 +345,7 @@ def loading_seconds(package: str, cfg: Any, device: torch.device) -> float:
     compute = importlib.import_module(f"{package}.core.device").Compute(device, "fp32", torch.channels_last)
     world = importlib.import_module(f"{package}.core.distributed").World()
     batches = importlib.import_module(f"{package}.data.batches").TrainingBatches.build(
-        folders.build_training_data(cfg, world=world), cfg, world, compute
+        folders.build_training_data(cfg.data, cfg.train, world=world), cfg.data, cfg.train.seed, world, compute
     )
     batches.set_epoch(2)
     start = time.perf_counter()

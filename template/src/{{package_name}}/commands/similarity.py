@@ -66,7 +66,7 @@ class SimilarityIndex:
         self.labels = [dataset.classes[target] for _, target in dataset.samples]
         self.model = without_head(loaded.model)
         self.loaded = loaded
-        loader = build_loader(dataset, cfg, loaded.device, train=False)
+        loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)
         self.embeddings = embed(self.model, (images for images, _ in loader), loaded.device, loaded.precision)
 
     def query_embeddings(self, files: Sequence[str | Path]) -> torch.Tensor:

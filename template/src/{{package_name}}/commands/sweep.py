@@ -50,7 +50,7 @@ def run_sweep(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat, retries, plots
         space = load_space(space_path, base.to_dict())  # on every rank: a bad space is one line on each
-        ranks = Ranks.join(base)
+        ranks = Ranks.join(base.train)
         try:
             if not ranks.world.is_main:
                 return f"rank {ranks.world.rank}: trained {follow(ranks)} trials with rank 0"

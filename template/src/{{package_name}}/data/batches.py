@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch.utils.data import DataLoader
 
-from ..core.config import Config
+from ..core.config import DataConfig
 from ..core.device import Compute
 from ..core.distributed import World
 from .augment import BatchAugment
@@ -58,7 +58,7 @@ class TrainingBatches:
         self.epoch, self.start = 0, 0
 
     @classmethod
-    def build(cls, data: TrainingData, cfg: Config, world: World, compute: Compute) -> TrainingBatches:
+    def build(cls, data: TrainingData, cfg: DataConfig, seed: int, world: World, compute: Compute) -> TrainingBatches:
         """The batch stream where ``data.cache`` put the images, and the batch-level steps the config asks for."""
         device, train_set, where = compute.device, data.train, data.placement.where
         if world.is_main:
@@ -66,21 +66,19 @@ class TrainingBatches:
         stream: Iterable | None = None
         if where == "device" and isinstance(train_set, SquareCache):
             # No DataLoader, no worker: batches gathered from the device's copy in the sampler's order.
-            sampler = build_sampler(train_set, cfg, world, train=True)
-            loader: DataLoader | DeviceBatches = DeviceBatches(train_set, device, cfg.data.batch_size, sampler)
+            sampler = build_sampler(train_set, cfg, seed, world, train=True)
+            loader: DataLoader | DeviceBatches = DeviceBatches(train_set, device, cfg.batch_size, sampler)
         else:
             # Persistent workers live across epochs; close() ends them on every way out of the run.
-            loader = build_loader(train_set, cfg, device, train=True, world=world, persistent=True)
+            loader = build_loader(train_set, cfg, seed, device, train=True, world=world, persistent=True)
             if where == "gpu-decode" and isinstance(train_set, EncodedImages):
                 stream = GpuDecoded(loader, device, train_set.side)  # the loader reads bytes; nvJPEG decodes
             elif prefetches(device):
                 # On CUDA, batches come over on a side stream while the previous one computes (prefetch.py).
                 stream = Prefetched(loader, device)
         # The batch path: random crops and flips of whole batches, on the training device; its own rank's crops.
-        augment = (
-            BatchAugment(cfg.data, cfg.train.seed, world.rank, compute.layout) if on_batch_path(train_set) else None
-        )
-        mixer = BatchMixer(cfg.data, cfg.train.seed, len(train_set.classes)) if BatchMixer.wanted(cfg.data) else None
+        augment = BatchAugment(cfg, seed, world.rank, compute.layout) if on_batch_path(train_set) else None
+        mixer = BatchMixer(cfg, seed, len(train_set.classes)) if BatchMixer.wanted(cfg) else None
         return cls(loader, compute, augment, mixer, stream)
 
     @property

@@ -20,7 +20,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from .. import extensions
-from ..core.config import Config, DataConfig
+from ..core.config import DataConfig, TrainConfig
 from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
@@ -208,15 +208,15 @@ class TrainingData:
 
 
 def build_datasets(
-    cfg: Config, progress: bool = False, world: World | None = None
+    cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
     """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside."""
-    data = build_training_data(cfg, progress, world)
+    data = build_training_data(cfg, run, progress, world)
     return data.train, data.val  # type: ignore[return-value]
 
 
 def build_training_data(
-    cfg: Config, progress: bool = False, world: World | None = None, resume: str | None = None
+    cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None, resume: str | None = None
 ) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
@@ -229,6 +229,8 @@ def build_training_data(
     list). What they found is
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
+    ``run``: the train section, whose device, out_dir and deterministic
+    decide where the training images live (``placed``).
     ``progress``: this process reports the long phases (``core/progress.py``).
     ``resume``: train's ``--resume``, whose checkpoint says which decoder made
     its run's training images (``placement.recorded_decoder``).
@@ -236,17 +238,17 @@ def build_training_data(
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
     check_files = world.local_rank == 0
-    root = Path(cfg.data.root)
+    root = Path(cfg.root)
     packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
     if not packed:
         check_data_root(root)
     # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
-    folder = None if packed else cache_folder(cfg.data.cache_dir, world.is_main)
+    folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
     indexes = {split: FileIndex(root / split, folder) for split in SPLITS}
     # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
     said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = split_dataset(root, "train", cfg.data, train=True, index=indexes["train"], **said)
-    val_set = split_dataset(root, "val", cfg.data, train=False, allow_empty=True, index=indexes["val"], **said)
+    train_set = split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)
+    val_set = split_dataset(root, "val", cfg, train=False, allow_empty=True, index=indexes["val"], **said)
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
@@ -254,44 +256,49 @@ def build_training_data(
         )
     align_classes(val_set, train_set.class_to_idx)
     warn_missing_classes(val_set)
-    memory = keeps_in_memory(cfg.data, len(train_set) + len(val_set))
+    memory = keeps_in_memory(cfg, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
-    batches = batch_path(cfg.data, train_set.transform)  # build_transform's steps: all batch-made, or per sample
-    placement = placed(train_set, cfg, world, (batches, memory), resume)
+    batches = batch_path(cfg, train_set.transform)  # build_transform's steps: all batch-made, or per sample
+    placement = placed(train_set, cfg, run, world, (batches, memory), resume)
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
-        train_set = EncodedImages(train_set, square_side(cfg.data))  # type: ignore[assignment]
+        train_set = EncodedImages(train_set, square_side(cfg))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
         kept = placement.where in ("device", "memory")
-        workers = fill_workers(cfg.data.num_workers, world, len(train_set))
-        train_set = cached.squares(train_set, cfg.data, kept, workers, worker_start(workers))  # type: ignore[assignment]
+        workers = fill_workers(cfg.num_workers, world, len(train_set))
+        train_set = cached.squares(train_set, cfg, kept, workers, worker_start(workers))  # type: ignore[assignment]
     elif memory:
-        train_set = cached.resized(train_set, cfg.data, "train")  # type: ignore[assignment]
+        train_set = cached.resized(train_set, cfg, "train")  # type: ignore[assignment]
     if memory:
-        val_set = cached.resized(val_set, cfg.data, "val")  # type: ignore[assignment]
+        val_set = cached.resized(val_set, cfg, "val")  # type: ignore[assignment]
     return TrainingData(train_set, val_set, placement)
 
 
 def placed(
-    train_set: datasets.DatasetFolder, cfg: Config, world: World, route: tuple[bool, bool], resume: str | None
+    train_set: datasets.DatasetFolder,
+    cfg: DataConfig,
+    run: TrainConfig,
+    world: World,
+    route: tuple[bool, bool],
+    resume: str | None,
 ) -> Placement:
     """data.cache: device, memory or stream, by one rule (placement.py), printed when the training loader is made;
     ``route``: (the batch path, whether the host keeps the images); ``resume``: the decoder a resumed run keeps."""
     batches, memory = route
-    device = world.device or select_device(cfg.train.device, world.local_rank)  # the trainer's, when it asks
-    image_bytes = 3 * square_side(cfg.data) ** 2  # one uint8 square
+    device = world.device or select_device(run.device, world.local_rank)  # the trainer's, when it asks
+    image_bytes = 3 * square_side(cfg) ** 2  # one uint8 square
     paths = [path for path, _ in train_set.samples]
-    recorded = recorded_decoder(resume, cfg.train.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
-    choices = (cfg.data.cache, cfg.data.decoder)
-    facts = measured_facts(choices, paths, image_bytes, batches, device, memory, recorded, cfg.train.deterministic)
+    recorded = recorded_decoder(resume, run.out_dir)  # a resumed run decodes as it did: nvJPEG or the CPU
+    choices = (cfg.cache, cfg.decoder)
+    facts = measured_facts(choices, paths, image_bytes, batches, device, memory, recorded, run.deterministic)
     return place(facts, decoder_race(train_set, cfg, world, device), world)  # every process, under torchrun
 
 
-def decoder_race(train_set: datasets.DatasetFolder, cfg: Config, world: World, device: torch.device) -> Callable:
+def decoder_race(train_set: datasets.DatasetFolder, cfg: DataConfig, world: World, device: torch.device) -> Callable:
     """nvJPEG against this process's loader workers on the training files (decode_race.py), for ``place`` to run
     where the choice hangs on it."""
-    paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.data.num_workers, world, device)
-    read, side = train_set.loader.read_bytes, square_side(cfg.data)  # the files' bytes, as the loader reads them
+    paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.num_workers, world, device)
+    read, side = train_set.loader.read_bytes, square_side(cfg)  # the files' bytes, as the loader reads them
     return functools.partial(decode_race.race, paths, read, side, device, workers)
 
 

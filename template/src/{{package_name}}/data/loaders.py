@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import multiprocessing
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..core.config import Config
+from ..core.config import DataConfig
 from ..core.distributed import World
 from ..core.machine import cores_per_process
 from ..core.seeding import SeededSamples
@@ -112,20 +112,21 @@ def loader_workers(setting: int | str, world: World, device: torch.device) -> in
     return max(0, min(8, share - kept))
 
 
-def build_sampler(dataset: Dataset, cfg: Config, world: World, train: bool) -> Sampler:
+def build_sampler(dataset: Dataset, cfg: DataConfig, seed: int, world: World, train: bool) -> Sampler:
     """Training: the resumable (seed, epoch) order, balanced draws with ``data.sampler``; evaluation: file order.
 
     Under torchrun each process gets its own shard (P14).
     """
     if not train:
         return ShardSampler(len(dataset), world)  # type: ignore[arg-type]
-    weights = sample_weights(dataset) if cfg.data.sampler == "balanced" else None
-    return ResumableSampler(dataset, cfg.train.seed, world, weights)  # type: ignore[arg-type]
+    weights = sample_weights(dataset) if cfg.sampler == "balanced" else None
+    return ResumableSampler(dataset, seed, world, weights)  # type: ignore[arg-type]
 
 
 def build_loader(
     dataset: Dataset,
-    cfg: Config,
+    cfg: DataConfig,
+    seed: int,
     device: torch.device,
     train: bool,
     world: World | None = None,
@@ -139,21 +140,21 @@ def build_loader(
     How the training batches then reach the device is ``batches.TrainingBatches.build``'s choice.
     """
     world = world or World()
-    workers = loader_workers(cfg.data.num_workers, world, device)
-    sampler = build_sampler(dataset, cfg, world, train)
+    workers = loader_workers(cfg.num_workers, world, device)
+    sampler = build_sampler(dataset, cfg, seed, world, train)
     squares = on_batch_path(dataset)  # the batch path: nothing random per sample, batches come stacked
     return DataLoader(
-        SeededSamples(dataset, cfg.train.seed) if train and not squares else dataset,
-        batch_size=cfg.data.batch_size,
+        SeededSamples(dataset, seed) if train and not squares else dataset,
+        batch_size=cfg.batch_size,
         collate_fn=keep_batch if squares else None,
         sampler=sampler,
         num_workers=workers,
         pin_memory=device.type == "cuda",  # page-locked batches: asynchronous copies (an EncodedBatch pins its own)
         persistent_workers=persistent and workers > 0,
-        drop_last=train and len(sampler) > cfg.data.batch_size,  # type: ignore[arg-type]
+        drop_last=train and len(sampler) > cfg.batch_size,  # type: ignore[arg-type]
         worker_init_fn=functools.partial(start_worker, os.getpid()),
         multiprocessing_context=worker_start(workers),
         # Each worker's torch, random and NumPy seeds derive from this generator
         # (DataLoader seeds all three), so workers never repeat each other's draws.
-        generator=torch.Generator().manual_seed(cfg.train.seed),
+        generator=torch.Generator().manual_seed(seed),
     )

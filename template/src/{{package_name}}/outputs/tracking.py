@@ -32,7 +32,7 @@ from ..core.optional import distribution_name, require
 from ..core.provenance import git_commit, template_answers
 
 if TYPE_CHECKING:
-    from ..core.config import Config
+    from ..core.config import TrainConfig
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
@@ -104,9 +104,9 @@ def _short_http_timeouts(seconds: float = PROBE_SECONDS) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def preflight(cfg: Config, is_main: bool) -> None:
+def preflight(cfg: TrainConfig, is_main: bool) -> None:
     """Before the data is loaded: a missing extra or an unreachable store fails in seconds, not after an epoch."""
-    if is_main and enabled(cfg.train.mlflow):
+    if is_main and enabled(cfg.mlflow):
         connect(tracking_uri())
 
 

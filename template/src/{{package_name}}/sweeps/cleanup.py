@@ -12,7 +12,7 @@ import gc
 
 import torch
 
-from ..core.config import Config
+from ..core.config import TrainConfig
 
 # CUDA errors after which every later kernel launch in this process fails too (the context is lost);
 # see the CUDA runtime's list of "sticky" errors. An out-of-memory error is not one of them.
@@ -28,13 +28,13 @@ STICKY_CUDA_ERRORS = (
 )
 
 
-def free_memory(cfg: Config) -> None:
+def free_memory(cfg: TrainConfig) -> None:
     """After a trial: forget its compiled graphs, collect its objects, hand its cached CUDA blocks back.
 
     In that order: dynamo's caches (compiled code, its guards, CUDA graph pools) still reference the trial's
     tensors; emptying the allocator's cache before they are dropped hands back nothing of theirs.
     """
-    if cfg.train.compile:
+    if cfg.compile:
         # Each trial compiles a new model; dynamo would count them as recompiles of one function and
         # stop compiling at torch._dynamo.config.recompile_limit.
         torch._dynamo.reset()

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..core.config import Config, config_from_dict
+from ..core.config import TrainConfig, config_from_dict
 from ..core.distributed import World, close_world, init_world
 from ..core.errors import UserError
 from ..training.preemption import Preempted
@@ -39,9 +39,9 @@ class Ranks:
         return cls(World())
 
     @classmethod
-    def join(cls, cfg: Config) -> Ranks:
+    def join(cls, cfg: TrainConfig) -> Ranks:
         """Join torchrun's process group once for every trial (one process without torchrun)."""
-        world = init_world(cfg.train.parallel, cfg.train.device, cfg.train.collective_timeout)
+        world = init_world(cfg.parallel, cfg.device, cfg.collective_timeout)
         if not world.distributed:
             return cls(world)
         return cls(world, dist.new_group(backend="gloo", timeout=BETWEEN_TRIALS))
@@ -78,6 +78,6 @@ def follow(ranks: Ranks) -> int:
             sticky = sticky_cuda_error(error)
             if sticky is not None:
                 raise UserError(f"a CUDA error left this process's GPU unusable ({sticky}): the sweep stops") from None
-        free_memory(cfg)
+        free_memory(cfg.train)
         trained += 1
     return trained

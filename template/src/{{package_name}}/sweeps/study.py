@@ -243,7 +243,7 @@ class Sweep:
             self.trial_config = None
             self.study.optimize(self.objective, n_trials=1, catch=(TrialFailed,), gc_after_trial=True)
             if self.trial_config is not None:
-                free_memory(self.trial_config)  # the next trial starts with the memory this one held
+                free_memory(self.trial_config.train)  # the next trial starts with the memory this one held
 
     def start_tracking(self) -> None:
         """The sweep's own MLflow run, one per study (its id kept in the study), parent of every trial's run."""

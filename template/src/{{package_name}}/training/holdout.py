@@ -40,3 +40,12 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
     print(format_table(confusion, loaded.classes))
     return report
+
+
+def evaluate_when_done(row: dict[str, Any], epochs: int, data_root: str | Path, out_dir: Path) -> dict[str, Any] | None:
+    """``evaluate_test_split`` once the run is done: after its last epoch or its early stop (``row``, the last
+    epoch's), not after a stop that is resumed later. No row: nothing was left to train, and the report is made
+    only if none is there (a kill after the last checkpoint and before the report)."""
+    finished = row and (row["epoch"] == epochs or "stop_reason" in row)
+    unreported = not row and not (out_dir / "test_metrics.json").exists()
+    return evaluate_test_split(data_root, out_dir) if finished or unreported else None

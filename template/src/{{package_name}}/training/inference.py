@@ -88,7 +88,7 @@ def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> 
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
-    loader = build_loader(dataset, cfg, loaded.device, train=False)
+    loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)
     compute = Compute(loaded.device, loaded.precision)
     return evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress)
 

@@ -17,6 +17,12 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # cli.py imports this module, and answers --help without torch (core.distributed imports it)
+    import torch
+
+    from ..core.distributed import World
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL in sysexits.h: "try again later", i.e. resume
 
@@ -76,6 +82,35 @@ class GracefulStop:
     ) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+class AgreedStop:
+    """The stop request as the training loop asks it: all processes must stop at the same step, or the others
+    would wait forever at their next collective.
+
+    Under DDP agreeing is a collective and a host sync, so inside an epoch
+    (``step`` given) it is asked every ``every`` optimizer steps only
+    (``train.log_every``, P5); one process reads its own flag at every step.
+    """
+
+    def __init__(self, stop: GracefulStop, world: World, device: torch.device, every: int) -> None:
+        self.stop, self.world, self.device, self.every = stop, world, device, every
+
+    def __call__(self, step: int | None = None) -> bool:
+        if not self.world.distributed:
+            return self.stop.requested
+        if step is not None and step % self.every:
+            return False
+        from ..core.distributed import agreed  # here, not at the top: see TYPE_CHECKING above
+
+        return agreed(self.stop.requested, self.world, self.device)
+
+    def preempted(self, checkpoint: Path, epoch: int, step: int) -> Preempted:
+        """What the loop raises once ``checkpoint`` holds the run after ``step`` batches of ``epoch``."""
+        from ..core.distributed import barrier
+
+        barrier(self.world)  # the others wait until the main process has written the checkpoint
+        return Preempted(self.stop.signal_name or "a stop request", checkpoint, epoch, step)
 
 
 def hold_stop_signals() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core.config import Config
+from ..core.config import Config, ModelConfig
 from ..core.device import emulated_bf16, resolve_precision
 from ..core.distributed import World, data_parallel_ids, data_parallel_warning, sync_batchnorm
 from ..core.errors import UserError
@@ -42,46 +42,46 @@ def check_before_data(cfg: Config, world: World, resume: str | None = None) -> l
     """
     device = world.device or torch.device("cpu")
     resolve_precision(cfg.train.precision, device)  # fp16 without CUDA: refused in its own words
-    check_files(cfg, resume, world)
-    check_model(cfg)
+    check_files(cfg.model, resume, world)
+    check_model(cfg.model, cfg.data.image_size)
     replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, world)  # its refusals: compile, batch
     if cfg.train.sync_batchnorm:
         sync_batchnorm(nn.Module(), world, device)  # refused off CUDA under torchrun; an empty module costs nothing
     if cfg.train.tensorboard:
         require("tensorboard", "tensorboard", "train.tensorboard")
-    check_tracking(cfg, world.is_main)  # an unreachable MLflow store
+    check_tracking(cfg.train, world.is_main)  # an unreachable MLflow store
     warnings = [precision_warning(cfg.train.precision, device), data_parallel_warning(replicas, cfg.data.batch_size)]
     return [warning for warning in warnings if warning]
 
 
-def check_files(cfg: Config, resume: str | None, world: World) -> None:
+def check_files(cfg: ModelConfig, resume: str | None, world: World) -> None:
     """The files the config and ``--resume`` name exist (their contents are judged where they are loaded).
 
     ``model.pretrained_weights``: a name it does not know, or a timm model without the timm extra, is one line
     (models/weights.py); its file is found, or downloaded now by each node's first process (torch.hub's or the
     Hugging Face cache), or one line says which file to fetch and where to put it.
     """
-    weights = resolve_weights(cfg.model)
+    weights = resolve_weights(cfg)
     if weights is not None and world.local_rank == 0:
         weights.fetch()
-    if cfg.model.init_from and not Path(cfg.model.init_from).exists():
-        raise UserError(f"model.init_from {cfg.model.init_from} not found: give the path of a checkpoint to start from")
+    if cfg.init_from and not Path(cfg.init_from).exists():
+        raise UserError(f"model.init_from {cfg.init_from} not found: give the path of a checkpoint to start from")
     if resume not in (None, "auto") and not Path(str(resume)).exists():
         # The same line as core/checkpoint.py's find_resume_state.
         raise UserError(f"--resume {resume}: no such checkpoint; use --resume auto or the path of a .pt file")
 
 
-def check_model(cfg: Config) -> None:
+def check_model(cfg: ModelConfig, image_size: int) -> None:
     """Build the model on the meta device (shapes only: no memory, no weights read, well under a second).
 
     An unknown ``model.name`` or an image size its architecture cannot take
     ends here, in build_model's own words. Anything else a meta build raises
     (a builder that initializes from data) is left for the real build to say.
     """
-    model = dataclasses.replace(cfg.model, pretrained_weights=None, init_from=None)  # check_files saw those
+    model = dataclasses.replace(cfg, pretrained_weights=None, init_from=None)  # check_files saw those
     try:
         with torch.device("meta"):
-            build_model(model, 2, cfg.data.image_size)  # the class count is the data's: any will do here
+            build_model(model, 2, image_size)  # the class count is the data's: any will do here
     except UserError:
         raise
     except Exception:  # not a verdict on the config: the real build meets it and says what it is

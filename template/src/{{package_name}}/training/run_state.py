@@ -148,7 +148,7 @@ class RunParts:
     batches_per_epoch: int  # where inside an epoch a mid-epoch checkpoint falls, for the resume mark
 
 
-def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], cfg: Config) -> str:
+def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_config: dict[str, Any], epochs: int) -> str:
     """After a resume with another ``train.epochs`` (or optim settings), take this step's lr from the new curve.
 
     Returns what to add to the resume line when the lr jumps (the user asked for more epochs, not a jump), else "".
@@ -162,7 +162,7 @@ def sync_lr_to_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, saved_conf
     scheduler.last_epoch -= 1
     scheduler.step()
     old_epochs = saved_config.get("train", {}).get("epochs")
-    why = f"train.epochs {old_epochs} -> {cfg.train.epochs}" if old_epochs != cfg.train.epochs else "optim settings"
+    why = f"train.epochs {old_epochs} -> {epochs}" if old_epochs != epochs else "optim settings"
     after = scheduler.get_last_lr()[-1]
     return f"; the learning-rate schedule was reshaped ({why}): lr {before[-1]:.2e} -> {after:.2e} from here"
 
@@ -229,7 +229,7 @@ class RunState:
         load_model_state(self.parts.model, state["model"], path, models=(saved_model, self.cfg.model))
         load_optimizer_state(optimization.optimizer, state, path)
         optimization.scheduler.load_state_dict(state["scheduler"])
-        reshaped = sync_lr_to_schedule(optimization.scheduler, state.get("config", {}), self.cfg)
+        reshaped = sync_lr_to_schedule(optimization.scheduler, state.get("config", {}), self.cfg.train.epochs)
         if state.get("criterion"):  # files from before class weights have none
             optimization.criterion.load_state_dict(state["criterion"])
         scaler_note = load_scaler_state(optimization.scaler, state["scaler"])

@@ -1,4 +1,4 @@
-"""The start-up line: what a run is about to do, said before its first epoch (which can take minutes).
+"""The start-up lines: what a run is about to do, said before its first epoch (which can take minutes).
 
 Data, device, precision, loaders and the resume point are otherwise only
 known from the first epoch's line, or from reading the config and the code.
@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any
 
 from ..core.device import bf16_slower_on_cpu, cpu_has_native_bf16
+from .pretrained import model_line
+from .run_length import run_length_warnings
 
 SHOWN_CLASSES = 6  # more than this many class names are cut, the count stays whole
 
@@ -58,11 +60,11 @@ def startup_line(run: RunStart) -> str:
     )
 
 
-def precision_said(cfg: Any, compute: Any) -> str:
-    """The precision, and why where ``auto`` chose fp32 on a CPU with native bf16 math (core/device.py)."""
-    chose = cfg.train.precision == "auto" and compute.device.type == "cpu" and compute.precision == "fp32"
-    if chose and cpu_has_native_bf16() and bf16_slower_on_cpu(cfg.model.name):
-        return f"fp32 (auto: {cfg.model.name} trains slower in bf16 on CPUs)"
+def precision_said(setting: str, model_name: str, compute: Any) -> str:
+    """The precision, and why where train.precision ``auto`` chose fp32 on a CPU with native bf16 (core/device.py)."""
+    chose = setting == "auto" and compute.device.type == "cpu" and compute.precision == "fp32"
+    if chose and cpu_has_native_bf16() and bf16_slower_on_cpu(model_name):
+        return f"fp32 (auto: {model_name} trains slower in bf16 on CPUs)"
     return compute.precision
 
 
@@ -74,7 +76,7 @@ def describe(trainer: Any, progress: Any) -> str:
             train_images=trainer.batches.images,
             val_images=len(trainer.val_loader.dataset),
             device=str(trainer.compute.device),
-            precision=precision_said(trainer.cfg, trainer.compute),
+            precision=precision_said(trainer.cfg.train.precision, trainer.cfg.model.name, trainer.compute),
             workers=trainer.batches.workers,
             batch_path=trainer.batches.batch_path,
             epoch=progress.epoch,
@@ -84,3 +86,13 @@ def describe(trainer: Any, progress: Any) -> str:
             processes=trainer.world.size,
         )
     )
+
+
+def start_lines(trainer: Any, progress: Any) -> list[str]:
+    """What a built and restored ``Trainer`` says before ``fit``: the settings this run is too short for (an EMA
+    horizon or a warmup longer than the run), then the start-up line and the model's (weights, what trains,
+    preprocessing). Asked after restore: only the checkpoint tells a fresh run from a resumed one, which said its
+    warnings when it started and does not repeat them on each resume."""
+    warnings = [] if progress.resumed else run_length_warnings(trainer.cfg, trainer.steps_per_epoch)
+    said = [f"warning: {warning}" for warning in warnings]
+    return [*said, describe(trainer, progress), model_line(trainer.start, trainer.model)]

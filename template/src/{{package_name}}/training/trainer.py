@@ -33,7 +33,6 @@ from ..core.device import (
 )
 from ..core.distributed import (
     World,
-    agreed,
     barrier,
     close_world,
     collective_failure,
@@ -56,15 +55,14 @@ from ..outputs.writers import build_outputs
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .freezing import frozen_in, frozen_later, set_frozen
-from .holdout import evaluate_test_split
+from .holdout import evaluate_when_done
 from .optim import build_optimizer, build_scheduler
-from .preemption import GracefulStop, Preempted, hold_stop_signals
+from .preemption import AgreedStop, GracefulStop, Preempted, hold_stop_signals
 from .preflight import check_before_data
-from .pretrained import model_line, prepare_weights
-from .run_length import run_length_warnings
+from .pretrained import prepare_weights
 from .run_lock import RunLock, claim_out_dir, missing_folders, remove_unused, resume_after_restart
 from .run_state import Progress, RunParts, RunState
-from .startup import describe as describe_startup
+from .startup import start_lines
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
 
@@ -91,16 +89,12 @@ def train(cfg: Config, resume: str | None = None, epoch_end: EpochEnd | None = N
                 print(f"warning: {warning}", flush=True)
         trainer = Trainer(cfg, world, resume)
         progress = trainer.state.restore(resume)
-        trainer.warn_run_length(progress)
-        trainer.say(describe_startup(trainer, progress))  # data, device, loaders, resume point: before epoch 1
-        trainer.say(model_line(trainer.start, trainer.model))  # weights, parameters that train, preprocessing
+        for line in start_lines(trainer, progress):  # data, device, loaders, resume point, model: before epoch 1
+            trainer.say(line)
         with GracefulStop() as stop:
             row = trainer.fit(progress, stop, epoch_end)
-        finished = row and (row["epoch"] == cfg.train.epochs or "stop_reason" in row)
-        # No row: nothing was left to train. A kill after the last checkpoint may have left no test report.
-        unreported = not row and not (trainer.out_dir / "test_metrics.json").exists()
-        if (finished or unreported) and world.is_main:
-            evaluate_test_split(cfg.data.root, trainer.out_dir)  # test/, if there, with best.pt's weights
+        if world.is_main:
+            evaluate_when_done(row, cfg.train.epochs, cfg.data.root, trainer.out_dir)  # test/, with best.pt's weights
         status = "FINISHED"
         return row
     except (Preempted, KeyboardInterrupt):
@@ -152,7 +146,7 @@ class Trainer:
         # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
         # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        data = build_training_data(cfg, cfg.train.progress and self.world.is_main, self.world, resume)
+        data = build_training_data(cfg.data, cfg.train, cfg.train.progress and self.world.is_main, self.world, resume)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
@@ -164,8 +158,10 @@ class Trainer:
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
         self.classes = list(train_set.classes)
-        self.batches = TrainingBatches.build(data, cfg, self.world, self.compute)
-        self.val_loader = build_loader(val_set, cfg, device, train=False, world=self.world, persistent=True)
+        self.batches = TrainingBatches.build(data, cfg.data, cfg.train.seed, self.world, self.compute)
+        self.val_loader = build_loader(
+            val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
+        )
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
         self.shown = TrainingProgress(cfg.train, self.world.is_main, self.batches.per_epoch)  # bars, lines, estimate
         self.assemble(train_set)
@@ -235,6 +231,7 @@ class Trainer:
         """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
         cfg, row = self.cfg, {}
         every, accumulate = cfg.train.checkpoint_every_steps, cfg.train.accumulate_steps
+        stop_here = AgreedStop(stop, self.world, self.compute.device, cfg.train.log_every)  # all stop at one step
         if self.begin_run(progress):
             return row
         while progress.epoch < cfg.train.epochs:
@@ -259,16 +256,16 @@ class Trainer:
                 # The first step's batch as the model sees it, for train_batch.png: soft labels when mixing.
                 self.outputs.images(inputs, labels)
                 # The epoch's last step is decided at its end, after validation and its checkpoint.
-                if not last and self.stop_agreed(stop, progress.step):
-                    raise self.stopped(stop, self.state.save(progress), progress)
+                if not last and stop_here(progress.step):
+                    raise stop_here.preempted(self.state.save(progress), epoch, totals.batches)
                 if not last and every and progress.step % every == 0:
                     self.state.save(progress)
             progress.epoch, progress.totals = epoch, None
             row = self.end_epoch(progress, totals, time.perf_counter() - started, totals.seen - seen_before)
             if "stop_reason" in row or (epoch_end is not None and epoch_end(row)):
                 break
-            if progress.epoch < cfg.train.epochs and self.stop_agreed(stop):
-                raise self.stopped(stop, self.out_dir / "last.pt", progress)
+            if progress.epoch < cfg.train.epochs and stop_here():
+                raise stop_here.preempted(self.out_dir / "last.pt", epoch, self.batches.per_epoch)
         barrier(self.world)
         return row
 
@@ -316,25 +313,6 @@ class Trainer:
             (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
         return False
 
-    def stop_agreed(self, stop: GracefulStop, step: int | None = None) -> bool:
-        """All processes must stop at the same step, or the others would wait forever.
-
-        Under DDP agreeing is a collective and a host sync, so inside an epoch
-        (``step`` given) it is asked at the logging interval only (P5); one
-        process reads its own flag at every step.
-        """
-        if not self.world.distributed:
-            return stop.requested
-        if step is not None and step % self.cfg.train.log_every:
-            return False
-        return agreed(stop.requested, self.world, self.compute.device)
-
-    def stopped(self, stop: GracefulStop, path: Path, progress: Progress) -> Preempted:
-        barrier(self.world)  # the others wait until the main process has written the checkpoint
-        within = progress.totals.batches if progress.totals is not None else self.batches.per_epoch
-        epoch = progress.epoch + 1 if progress.totals is not None else progress.epoch
-        return Preempted(stop.signal_name or "a stop request", path, epoch, within)
-
     def early_stop_reason(self, progress: Progress) -> str | None:
         train = self.cfg.train
         return progress.early_stop_reason(train.early_stopping_patience, train.early_stopping_min_delta)
@@ -346,15 +324,6 @@ class Trainer:
 
     def last_lr(self) -> float:
         return self.parts.scheduler.get_last_lr()[-1]  # the head's group: the lr that optim.lr sets
-
-    def warn_run_length(self, progress: Progress) -> None:
-        """Settings that cannot work for a run this long (an EMA horizon or a warmup longer than the run): one
-        line each, when the run starts; a resumed run said them already, so they are not repeated on each resume."""
-        # Asked after restore: only the checkpoint tells a fresh run from a resumed one.
-        if progress.resumed:
-            return
-        for warning in run_length_warnings(self.cfg, self.steps_per_epoch):
-            self.say(f"warning: {warning}")
 
     def say(self, message: str) -> None:
         if self.world.is_main:
