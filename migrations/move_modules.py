@@ -1,27 +1,39 @@
-"""Move a project's modules to the subpackage layout of template v0.2.0, with the user's edits, for ``_migrations``.
+"""Move a project's files to a release's new places, with the user's edits, for ``_migrations``.
 
-Template v0.2.0 moved the package's 48 flat modules into folders (``core``,
-``data``, ``models``, ``training``, ``outputs``, ``commands``, ``sweeps``) and
-changed nothing else: each moved file is the old one with its imports
-rewritten (``rewrite``, below, is the function that made the move). copier
-update deletes a file that the old template had and the new one lacks, and
-would merge a moved file against an empty base (every differing line a
-conflict), so the move runs in two stages:
+Two releases moved files, and changed nothing else in them but their imports:
 
-``before`` (in the project, before copier merges): for every module the user
+- v0.2.0 moved the package's 48 flat modules into folders (``core``, ``data``,
+  ``models``, ``training``, ``outputs``, ``commands``, ``sweeps``);
+- v0.10.0 moved the last three files beside the folders into them:
+  ``extensions.py`` (the user's own) to ``models/``, ``slurm.py`` (``python -m
+  <package>.slurm`` is now ``python -m <package>.training.slurm``) to
+  ``training/``, and the answers' ``project_defaults.yaml`` to ``core/``.
+
+``RELEASES`` holds each one's table; ``rewrite``, below, is the function that
+rewrote the imports in the template (``migrations/moves_0_10.py`` made
+v0.10.0's move). copier update deletes a file that the old template had and
+the new one lacks, edits included, and would merge a moved file against an
+empty base (every differing line a conflict), so a move runs in two stages:
+
+``before`` (in the project, before copier merges): for every file the user
 edited, the user's version and the old template's version (read from the
 template's git history at ``_version_from``), both with imports rewritten, are
-kept under ``.git/torch-scaffold-moves``; the old file is removed from the
-index. Every other Python file of the user's (their own modules, their tests)
-gets its imports rewritten in place, so ``from .data import build_loader``
-still finds ``build_loader``.
+kept under ``.git/torch-scaffold-moves/<release>``; the old file is removed
+from the index. Every other Python file of the user's (their own modules,
+their tests) gets its imports rewritten in place, so ``from .data import
+build_loader`` still finds ``build_loader``; so do the files an earlier
+release of the same update keeps aside.
 
-``after`` (once copier has written the new layout): each kept module is merged
+``after`` (once copier has written the new layout): each kept file is merged
 into its new path with ``git merge-file``: the old template's version as the
 base, the new template's file as one side and the user's as the other. Edits
-come through; a line that both changed is a conflict in that file.
+come through; a line that both changed is a conflict in that file. A file the
+user owns (``extensions.py``: ``_skip_if_exists``) is not merged: the user's
+version replaces the template's at the new path, as copier never overwrites
+it. A file the template renders (``project_defaults.yaml``, from the answers)
+has its old version rendered, and only where the user's differs from the new.
 
-Usage: python move_modules.py before TEMPLATE_DIR VERSION_FROM | after
+Usage: python move_modules.py before|after TEMPLATE_DIR VERSION_FROM RELEASE
 (the package's name is read from the project's ``.copier-answers.yml``:
 copier does not render the answers into a migration's command).
 """
@@ -34,11 +46,37 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# Old module (under the package) -> new dotted place. What is not listed stays where it was: cli, slurm,
-# __main__, extensions (the user's own file), project_defaults.yaml and the sweeps folder.
-FOLDERS = {  # folder: the old flat modules it holds now, under the same names
+
+@dataclass(frozen=True)
+class Release:
+    """One release's moves, under the package: modules by dotted name, other files by path."""
+
+    modules: dict[str, str]  # old module -> its new dotted place; what is not listed stays where it was
+    files: dict[str, str] = field(default_factory=dict)  # old path -> new path: data, not code
+    owned: frozenset[str] = frozenset()  # new places (dotted) of the files the user owns: theirs, never merged
+
+    @property
+    def folders(self) -> set[str]:
+        return {new.split(".")[0] for new in self.modules.values()}
+
+    def submodules(self, folder: str) -> set[str]:
+        """The modules that the new layout puts in one of its folders: ``cache`` for ``data``."""
+        return {new.split(".")[1] for new in self.modules.values() if new.startswith(folder + ".")}
+
+    def paths(self) -> list[tuple[str, str, str | None, str | None]]:
+        """Every move as (old path, new path, old module, new module), paths under the package; no module: data."""
+        modules = [(f"{old.replace('.', '/')}.py", f"{new.replace('.', '/')}.py", old, new)
+                   for old, new in self.modules.items()]  # fmt: skip
+        return [*modules, *((old, new, None, None) for old, new in self.files.items())]
+
+
+# v0.2.0: folder -> the old flat modules it holds now, under the same names. What is not listed stayed where it
+# was: cli, slurm, __main__, extensions (the user's own file), project_defaults.yaml and the sweeps folder.
+FOLDERS = {
     "core": "checkpoint config config_rules device distributed errors optional provenance seeding",
     "data": "augment bad_files batches cache gpu_decode mixing pipeline placement prefetch resident samplers"
     " sample_data",
@@ -48,24 +86,26 @@ FOLDERS = {  # folder: the old flat modules it holds now, under the same names
 }
 RENAMED = {"data": "data.folders", "model": "models.classifier", "outputs": "outputs.writers"}  # a folder's name now
 MOVES = {**{name: f"{folder}.{name}" for folder, names in FOLDERS.items() for name in names.split()}, **RENAMED}
-PACKAGES = sorted({new.split(".")[0] for new in MOVES.values()} | {"sweeps"})
-NEW_NAMES = set(MOVES.values())
+RELEASES = {
+    "v0.2.0": Release(MOVES),
+    # v0.10.0: the last names beside the folders but cli.py (and the dunder files) go into them.
+    "v0.10.0": Release(
+        {"extensions": "models.extensions", "slurm": "training.slurm"},
+        files={"project_defaults.yaml": "core/project_defaults.yaml"},
+        owned=frozenset({"models.extensions"}),  # copier.yml's _skip_if_exists
+    ),
+}
 STASH = "torch-scaffold-moves"  # under the project's .git folder: nothing there is merged or committed
 
 
-def submodules(package: str) -> set[str]:
-    """The modules that the new layout puts in one of its folders: ``cache`` for ``data``."""
-    return {new.split(".")[1] for new in NEW_NAMES if new.startswith(package + ".")}
-
-
-def moved(name: str) -> str:
+def moved(release: Release, name: str) -> str:
     """The new dotted name (under the package) of an old one; new and unmoved names come back as they are."""
     head, _, rest = name.partition(".")
-    if head not in MOVES or name in NEW_NAMES:
+    if head not in release.modules or name in release.modules.values():
         return name
-    if head in PACKAGES and rest.split(".")[0] in submodules(head):
+    if head in release.folders and rest.split(".")[0] in release.submodules(head):
         return name  # already the new layout: data.cache, outputs.writers.Outputs
-    return MOVES[head] + (f".{rest}" if rest else "")
+    return release.modules[head] + (f".{rest}" if rest else "")
 
 
 def relative(target: str, module: str) -> str:
@@ -83,13 +123,15 @@ def resolve(level: int, name: str | None, module: str) -> str:
     return ".".join([*here[: len(here) - (level - 1)], *([name] if name else [])])
 
 
-def imports_modules(source: str, names: list[ast.alias]) -> bool:
+def imports_modules(release: Release, source: str, names: list[ast.alias]) -> bool:
     """``from . import a, b`` (from the top package) or ``from .data import cache``: the names are modules."""
-    return not source or (source in PACKAGES and all(a.name in submodules(source) for a in names))
+    return not source or (source in release.folders and all(a.name in release.submodules(source) for a in names))
 
 
-def rewrite(text: str, package: str, old_module: str | None = None, new_module: str | None = None) -> str:
-    """``text`` with every mention of a moved module pointing at its new place.
+def rewrite(
+    release: Release, text: str, package: str, old_module: str | None = None, new_module: str | None = None
+) -> str:
+    """``text`` with every mention of a module that ``release`` moved pointing at its new place.
 
     Inside the package, ``old_module`` is the file's dotted name before the
     move (relative imports are resolved from it) and ``new_module`` after it
@@ -119,11 +161,11 @@ def rewrite(text: str, package: str, old_module: str | None = None, new_module: 
         else:
             continue
         indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)  # type: ignore[union-attr]
-        if imports_modules(source, node.names):
+        if imports_modules(release, source, node.names):
             # Each named module to its own place: one statement per package they now live in.
             groups: dict[str, list[str]] = {}
             for alias in node.names:
-                parent, _, leaf = moved(f"{source}.{alias.name}" if source else alias.name).rpartition(".")
+                parent, _, leaf = moved(release, f"{source}.{alias.name}" if source else alias.name).rpartition(".")
                 bound = alias.asname or alias.name  # the name the code uses stays: outputs.writers as outputs
                 groups.setdefault(parent, []).append(leaf + (f" as {bound}" if bound != leaf else ""))
             new = "".join(
@@ -135,7 +177,7 @@ def rewrite(text: str, package: str, old_module: str | None = None, new_module: 
             continue
         first = lines[node.lineno - 1]
         match = re.match(r"(\s*from\s+)([.\w]+)(\s+import\b.*)", first, flags=re.DOTALL)
-        spelling = spelled(moved(source))
+        spelling = spelled(moved(release, source))
         if match is not None and match.group(2) != spelling:
             edits.append((node.lineno, node.lineno, match.group(1) + spelling + match.group(3)))
     for first, last, new in sorted(edits, reverse=True):
@@ -145,14 +187,14 @@ def rewrite(text: str, package: str, old_module: str | None = None, new_module: 
     for node in ast.walk(ast.parse("".join(lines))):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports.update(range(node.lineno - 1, node.end_lineno or node.lineno))
-    return "".join(line if index in imports else mentions(line, package) for index, line in enumerate(lines))
+    return "".join(line if index in imports else mentions(release, line, package) for index, line in enumerate(lines))
 
 
-def mentions(text: str, package: str) -> str:
+def mentions(release: Release, text: str, package: str) -> str:
     """Dotted mentions of a moved module (``package.plots.plot_curves``) in code, strings or prose."""
     return re.sub(
         rf"(?<![\w.]){re.escape(package)}\.([a-z_]+(?:\.[a-z_]+)?)\b",
-        lambda m: f"{package}.{moved(m.group(1))}",
+        lambda m: f"{package}.{moved(release, m.group(1))}",
         text,
     )
 
@@ -161,10 +203,10 @@ def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True).stdout
 
 
-def old_template_file(template: Path, version: str, name: str) -> str | None:
-    """The old template's ``src/{{package_name}}/<name>.py`` at ``version``; None where history does not have it."""
+def old_template_file(template: Path, version: str, path: str) -> str | None:
+    """The old template's ``src/{{package_name}}/<path>`` at ``version``; None where history does not have it."""
     result = subprocess.run(
-        ["git", "show", f"{version}:template/src/{{{{package_name}}}}/{name}.py"],
+        ["git", "show", f"{version}:template/src/{{{{package_name}}}}/{path}"],
         cwd=template,
         capture_output=True,
         text=True,
@@ -187,32 +229,45 @@ def module_name(path: Path, package_dir: Path) -> str:
 
 def answered_package() -> str:
     """``package_name`` as the project's answers file records it (written by copier: one ``key: value`` a line)."""
-    found = re.search(r"^package_name:\s*['\"]?([\w]+)", Path(".copier-answers.yml").read_text(), re.MULTILINE)
+    found = re.search(r"^package_name:\s*['\"]?([\w]+)", Path(ANSWERS).read_text(), re.MULTILINE)
     if found is None:
-        raise SystemExit(".copier-answers.yml names no package_name: run this from the project's folder")
+        raise SystemExit(f"{ANSWERS} names no package_name: run this from the project's folder")
     return found.group(1)
 
 
-def before(template: Path, version_from: str) -> None:
-    package = answered_package()
+ANSWERS = ".copier-answers.yml"
+
+
+def stash_root() -> Path:
+    return Path(git("rev-parse", "--git-dir").strip()) / STASH
+
+
+def before(template: Path, version_from: str, name: str) -> None:
+    release, package = RELEASES[name], answered_package()
     package_dir = Path("src") / package
-    stash = Path(git("rev-parse", "--git-dir").strip()) / STASH
+    stash = stash_root() / name
     shutil.rmtree(stash, ignore_errors=True)
     stash.mkdir(parents=True)
-    kept: dict[str, str] = {}
-    for old, new in MOVES.items():
-        path = package_dir / f"{old}.py"
+    shutil.copyfile(ANSWERS, stash / "answers.yml")  # the old answers, to render the old template in ``after``
+    kept: dict[str, dict[str, str | bool | None]] = {}
+    for old, new, old_module, new_module in release.paths():
+        path = package_dir / old
         if not path.is_file():
             continue
         base = old_template_file(template, version_from, old)
         mine = path.read_text()
         if base is not None and mine == base:
             continue  # not edited: copier removes it and writes the new file
-        target = package_dir / (new.replace(".", "/") + ".py")
-        (stash / f"{new}.mine").write_text(rewrite(mine, package, old, new))
+        key = new.replace("/", ".")
+        if old_module is not None and new_module is not None:
+            mine, base = (rewrite(release, text, package, old_module, new_module) if text else text
+                          for text in (mine, base))  # fmt: skip
+        (stash / f"{key}.mine").write_text(mine)
         if base is not None:
-            (stash / f"{new}.base").write_text(rewrite(base, package, old, new))
-        kept[new] = str(target)
+            (stash / f"{key}.base").write_text(base)
+        rendered = base is None and old_template_file(template, version_from, old + ".jinja") is not None
+        kept[key] = {"old": str(path), "target": str(package_dir / new), "module": new_module,
+                     "owned": new_module in release.owned, "rendered": rendered}  # fmt: skip
         git("rm", "--quiet", "--cached", "--", str(path))
         path.unlink()
     (stash / "moves.json").write_text(json.dumps(kept, indent=1))
@@ -224,40 +279,81 @@ def before(template: Path, version_from: str) -> None:
             continue
         inside = package_dir in path.parents
         text = path.read_text()
-        name = module_name(path, package_dir) if inside else None
-        new_text = rewrite(text, package, name, name)
+        module = module_name(path, package_dir) if inside else None
+        new_text = rewrite(release, text, package, module, module)
         if new_text != text:
             path.write_text(new_text)
             git("add", "--", str(path))
+    follow_in_earlier_stashes(release, name, package)
     if kept:
-        print(f"moving {len(kept)} edited module(s) to the v0.2.0 layout: {', '.join(sorted(kept))}")
+        print(f"moving {len(kept)} edited file(s) to the {name} layout: {', '.join(sorted(kept))}")
 
 
-def after() -> None:
-    stash = Path(git("rev-parse", "--git-dir").strip()) / STASH
+def follow_in_earlier_stashes(release: Release, name: str, package: str) -> None:
+    """The modules an earlier release of this update keeps aside (both sides) get this release's imports too."""
+    for other in (p for p in stash_root().iterdir() if p.name in RELEASES and order(p.name) < order(name)):
+        for key, entry in json.loads((other / "moves.json").read_text()).items():
+            for side in (other / f"{key}.mine", other / f"{key}.base"):
+                if entry.get("module") and side.is_file():
+                    module = str(entry["module"])
+                    side.write_text(rewrite(release, side.read_text(), package, module, module))
+
+
+def order(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.removeprefix("v").split("."))
+
+
+def render_old(template: Path, version_from: str, answers: Path, dest: Path) -> Path:
+    """The old template as the project's last update rendered it: ``version_from``, with the old answers."""
+    import yaml
+    from copier import run_copy  # copier's own Python runs this step
+
+    data = {key: value for key, value in yaml.safe_load(answers.read_text()).items() if not str(key).startswith("_")}
+    run_copy(str(template), dest, data=data, vcs_ref=version_from, defaults=True, overwrite=True, quiet=True,
+             unsafe=True)  # fmt: skip
+    return dest
+
+
+def after(template: Path, version_from: str, name: str) -> None:
+    stash = stash_root() / name
     if not (stash / "moves.json").is_file():
         return
     conflicts = []
-    for new, target in json.loads((stash / "moves.json").read_text()).items():
-        mine, base, path = stash / f"{new}.mine", stash / f"{new}.base", Path(target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or not base.is_file():
-            shutil.copyfile(mine, path)  # nothing to merge with: the user's version, moved
-            continue
-        theirs = path.read_text()
-        work = path.with_name(path.name + ".mine")
-        shutil.copyfile(mine, work)
-        # merge-file writes into its first file: the user's version, with the template's change since the base.
-        files = [str(work), str(base), str(path)]
-        labels = ["-L", "before updating", "-L", "last update", "-L", "after updating"]
-        status = subprocess.run(["git", "merge-file", *labels, *files], capture_output=True, check=False).returncode
-        shutil.move(work, path)
-        if status:
-            conflicts.append(target)
-            record_conflict(target, mine.read_text(), base.read_text(), theirs)
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, entry in json.loads((stash / "moves.json").read_text()).items():
+            mine, base, path = stash / f"{key}.mine", stash / f"{key}.base", Path(str(entry["target"]))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if entry["rendered"] and path.is_file() and not base.is_file():
+                if mine.read_text() == path.read_text():
+                    continue  # not edited: the template's new file, as copier wrote it
+                old = Path(tmp, "old")
+                if not old.is_dir():
+                    render_old(template, version_from, stash / "answers.yml", old)
+                if (old / str(entry["old"])).is_file():
+                    shutil.copyfile(old / str(entry["old"]), base)
+            if entry["owned"] or not path.is_file() or not base.is_file():
+                shutil.copyfile(mine, path)  # the user's own file, or nothing to merge with: the user's version, moved
+                continue
+            if merge_into(path, mine, base):
+                conflicts.append(str(path))
     shutil.rmtree(stash)
     if conflicts:
-        print(f"moved modules with conflicts to resolve: {', '.join(conflicts)}")
+        print(f"moved files with conflicts to resolve: {', '.join(conflicts)}")
+
+
+def merge_into(path: Path, mine: Path, base: Path) -> bool:
+    """The user's version of ``path``, with the template's change since ``base``, written there; True: conflicts."""
+    theirs = path.read_text()
+    work = path.with_name(path.name + ".mine")
+    shutil.copyfile(mine, work)
+    # merge-file writes into its first file: the user's version, with the template's change since the base.
+    files = [str(work), str(base), str(path)]
+    labels = ["-L", "before updating", "-L", "last update", "-L", "after updating"]
+    status = subprocess.run(["git", "merge-file", *labels, *files], capture_output=True, check=False).returncode
+    shutil.move(work, path)
+    if status:
+        record_conflict(path.as_posix(), mine.read_text(), base.read_text(), theirs)
+    return status != 0
 
 
 def record_conflict(path: str, mine: str, base: str, theirs: str) -> None:
@@ -275,10 +371,7 @@ def record_conflict(path: str, mine: str, base: str, theirs: str) -> None:
 
 
 if __name__ == "__main__":
-    stage = sys.argv[1] if len(sys.argv) > 1 else ""
-    if stage == "before" and len(sys.argv) == 4:
-        before(Path(sys.argv[2]), sys.argv[3])
-    elif stage == "after":
-        after()
-    else:
+    stage, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if stage not in ("before", "after") or len(args) != 3 or args[2] not in RELEASES:
         raise SystemExit(__doc__)
+    (before if stage == "before" else after)(Path(args[0]), args[1], args[2])
