@@ -5,7 +5,7 @@ checkout's template plus one module that v2 drops) and ``v2.0.0``, changed as a
 maintainer would: edited files, a new module with its test, a removed module,
 a new question with a default, a renamed config key with the entry in
 ``migrations/renames.yaml`` that renames it in existing projects, and new
-versions of the files users own (``extensions.py``, an example config) that
+versions of the files users own (``models/extensions.py``, an example config) that
 must not replace theirs.
 ``make_user_project`` generates from v1.0.0, commits, makes a user's edits and
 commits again, as a project is before its first ``copier update``.
@@ -105,7 +105,7 @@ def make_versioned_template(dest: Path) -> Path:
     for path in template.rglob("*"):  # a renamed config key, everywhere the template uses it
         if path.is_file() and "log_every" in path.read_text():
             substitute(path, r"\blog_every\b", "log_interval", count=path.read_text().count("log_every"))
-    with (template / PACKAGE / "extensions.py").open("a") as extensions:  # files the user owns
+    with (template / PACKAGE / "models" / "extensions.py").open("a") as extensions:  # files the user owns
         extensions.write('\n\nTEMPLATE_V2 = "the template changed this file"\n')
     (template / "configs" / "finetune.yaml").write_text(TEMPLATE_FINETUNE)
     commit(repo, "v2.0.0", tag=V2)
@@ -122,7 +122,7 @@ def make_user_project(template: Path, dest: Path, package: str = "x_pkg") -> Pat
     with (dest / "README.md").open("a") as readme:
         readme.write(USER_README)
     substitute(dest / "pyproject.toml", r'^(    "pyyaml>=6",\n)', rf"\1{USER_DEPENDENCY}")
-    with (dest / "src" / package / "extensions.py").open("a") as extensions:
+    with (dest / "src" / package / "models" / "extensions.py").open("a") as extensions:
         extensions.write(USER_EXTENSION)
     (dest / "configs" / "finetune.yaml").write_text(USER_FINETUNE)
     commit(dest, "Our changes")

@@ -23,14 +23,14 @@ from .conftest import check, run_in
 
 PACKAGE = "x_pkg"
 ROWS = {  # row of the table -> the files it names (checked against the README, below)
-    "a new model": ["extensions.py"],
+    "a new model": ["models/extensions.py"],
     "a model family with a setting": [
         "models/classifier.py",
         "core/config.py",
         "configs/default.yaml",
         "docs/config.md",
     ],
-    "a new augmentation": ["extensions.py", "data/folders.py", "data/augment.py"],
+    "a new augmentation": ["models/extensions.py", "data/folders.py", "data/augment.py"],
     "a new logger with its own run": ["outputs/writers.py"],
     "a new checkpoint field": ["training/run_state.py"],
     "a new config key": ["core/config.py", "configs/default.yaml", "docs/config.md"],
@@ -86,8 +86,8 @@ def edit(path: Path, anchor: str, text: str, after: bool = True) -> None:
 def make_every_change(project: Path) -> None:
     """Each row's change, in the files the row names and nowhere else."""
     src = project / "src" / PACKAGE
-    # A new model: extensions.py.
-    extensions = src / "extensions.py"
+    # A new model: models/extensions.py.
+    extensions = src / "models" / "extensions.py"
     edit(
         extensions,
         "    return None",

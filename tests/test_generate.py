@@ -13,7 +13,8 @@ from packaging.requirements import Requirement
 
 from .conftest import BIN, PROJECT_TEST_COMMAND, REPO, check, generate, run_in, run_project_suite
 
-MODULES = """__init__ __main__ cli slurm extensions core/config core/errors core/distributed data/folders
+MODULES = """__init__ __main__ cli models/extensions training/slurm
+core/config core/errors core/distributed data/folders
 data/sample_data data/batches models/classifier training/optim training/engine training/trainer training/inference
 core/checkpoint training/run_state outputs/reporting outputs/tracking outputs/writers commands/sweep sweeps/__init__
 sweeps/space sweeps/study sweeps/report"""
@@ -137,7 +138,7 @@ def test_project_installs_with_its_console_script(project: Path, tmp_path: Path)
 def test_template_code_is_plain_python() -> None:
     """Package files carry no Jinja, so they lint in place and merge cleanly on update.
 
-    The one exception is data, not code: ``project_defaults.yaml``, the copier answers' defaults
+    The one exception is data, not code: ``core/project_defaults.yaml``, the copier answers' defaults
     that config.py reads, rendered from the same answers as ``configs/default.yaml``.
     """
     package = REPO / "template" / "src" / "{{package_name}}"
@@ -147,7 +148,7 @@ def test_template_code_is_plain_python() -> None:
         if "__pycache__" not in p.parts and not p.is_dir() and p.name != "project_defaults.yaml.jinja"
     )
     assert files and any(p.parent != package for p in files)  # subpackages (sweeps/) are checked too
-    assert (package / "project_defaults.yaml.jinja").is_file()  # the one data file: the answers' defaults
+    assert (package / "core" / "project_defaults.yaml.jinja").is_file()  # the one data file: the answers' defaults
     for path in files:
         assert path.suffix == ".py", path
         assert "{{" not in path.read_text() and "{%" not in path.read_text(), path

@@ -131,7 +131,7 @@ def test_status_shows_versions_and_changed_template_files(drifted: Path) -> None
         ["modified", "README.md"],
         ["modified", "configs/default.yaml"],
         ["modified", "pyproject.toml"],
-    ]  # not the user's own module, nor extensions.py and configs/finetune.yaml, which the user owns
+    ]  # not the user's own module, nor models/extensions.py and configs/finetune.yaml, which the user owns
 
 
 def test_status_of_an_untouched_newest_project(versioned_template: Path, tmp_path: Path) -> None:

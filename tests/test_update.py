@@ -94,7 +94,7 @@ def test_template_changes_arrive(updated: tuple[Path, str]) -> None:
 
 def test_user_owned_files_are_not_overwritten(updated: tuple[Path, str], versioned_template: Path) -> None:
     project, _ = updated
-    extensions = (project / "src" / "x_pkg" / "extensions.py").read_text()
+    extensions = (project / "src" / "x_pkg" / "models" / "extensions.py").read_text()
     assert extensions.endswith(USER_EXTENSION) and "TEMPLATE_V2" not in extensions
     finetune = (project / "configs" / "finetune.yaml").read_text()
     assert TEMPLATE_FINETUNE not in finetune
@@ -143,7 +143,7 @@ def test_a_fresh_v2_project_gets_the_template_versions_of_user_files(versioned_t
 
     project = generate(versioned_template, tmp_path / "x", vcs_ref=V2)
     assert (project / "configs" / "finetune.yaml").read_text() == TEMPLATE_FINETUNE
-    assert "TEMPLATE_V2" in (project / "src" / "x_pkg" / "extensions.py").read_text()
+    assert "TEMPLATE_V2" in (project / "src" / "x_pkg" / "models" / "extensions.py").read_text()
 
 
 def test_conflicting_edit_ends_in_inline_markers(versioned_template: Path, tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_a_deleted_template_file_stays_deleted_when_the_template_changes_it(
 @pytest.mark.xfail(strict=True, reason="copier 9.19: a deleted file makes an edited _skip_if_exists file conflict")
 def test_a_deleted_template_file_leaves_user_owned_files_alone(versioned_template: Path, tmp_path: Path) -> None:
     """Known copier behaviour, kept visible: strict, so this fails the day copier stops doing it."""
-    project = make_user_project(versioned_template, tmp_path / "x")  # it edits extensions.py, which v2 changes
+    project = make_user_project(versioned_template, tmp_path / "x")  # it edits models/extensions.py, which v2 changes
     git(project, "rm", "--quiet", "README.md")
     commit(project, "we keep our docs elsewhere")
     result = scaffold("update", project)
@@ -131,7 +131,7 @@ def test_changing_answers_during_an_update(versioned_template: Path, tmp_path: P
     commit(project, "no CI")
 
     update(project, way, "model=resnet18")
-    defaults = "src/x_pkg/project_defaults.yaml"  # the answers' defaults that config.py reads
+    defaults = "src/x_pkg/core/project_defaults.yaml"  # the answers' defaults that config.py reads
     docs = ["docs/config.md", "docs/training.md"]  # the reference's row of the default; the recipe tables' note
     assert changed_files(project) == [".copier-answers.yml", "configs/default.yaml", *docs, defaults]
     assert yaml.safe_load((project / defaults).read_text())["model"]["name"] == "resnet18"

@@ -1,7 +1,7 @@
 """The shared core: configuration, errors, devices, processes, seeds, checkpoint files, provenance.
 
 Everything else imports from here; the core imports nothing of the package
-but itself (and ``extensions``, never). Start at ``config.py``: every key a run
+but itself (and ``models/extensions.py``, never). Start at ``config.py``: every key a run
 reads, with its default and its check.
 """
 

@@ -8,7 +8,7 @@ with the nearest valid key, never silently ignored. (Written by hand rather
 than with OmegaConf so that every error is one line that names the fix.)
 
 The defaults that copier answers set (model, image size, optimizer and its
-learning rate, scheduler, precision) come from ``project_defaults.yaml``,
+learning rate, scheduler, precision) come from ``core/project_defaults.yaml``,
 rendered beside this file from the same answers as ``configs/default.yaml``.
 So the built-in defaults equal the generated ``configs/default.yaml``, and a
 partial ``--config`` file gets the project's defaults for the keys it leaves out.
@@ -59,7 +59,7 @@ FINE_TUNING: dict[str, Any] = {"unfreeze_at_epoch": 3, "backbone_lr_scale": {"sg
 
 def _answered_defaults() -> dict[str, dict[str, Any]]:
     """The copier answers' defaults, read from the package (so an installed wheel has them too)."""
-    text = resources.files(PACKAGE).joinpath("project_defaults.yaml").read_text(encoding="utf-8")
+    text = resources.files(PACKAGE).joinpath("core").joinpath("project_defaults.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 

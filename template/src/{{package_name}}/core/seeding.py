@@ -80,7 +80,7 @@ class SeededSamples(Dataset):
             # The CPU generator alone: torch.manual_seed would also reseed every CUDA generator (and
             # fork_rng(devices=[]) would not restore them), resetting dropout's stream on every sample.
             torch.default_generator.manual_seed(seed)
-            random.seed(seed)  # for transforms of your own (extensions.py) that draw from these
+            random.seed(seed)  # for transforms of your own (models/extensions.py) that draw from these
             np.random.seed(seed % 2**32)  # noqa: NPY002
             try:
                 return self.dataset[index]

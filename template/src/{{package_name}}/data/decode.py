@@ -10,7 +10,7 @@ and nowhere else. A file becomes an RGB image with 8 bits a channel:
   65535 -> 255, as Pillow reads 16-bit colour PNGs): scaled, never clipped to white;
 - CMYK, gray, gray + alpha, palette and RGBA become RGB as Pillow converts them;
   alpha is dropped: a transparent pixel keeps the colour stored under it, as
-  torchvision's loader and TorchCodec read it (composite it in ``extensions.py`` if you need a background);
+  torchvision's loader and TorchCodec read it (composite it in ``models/extensions.py`` if you need a background);
 - an animated GIF or WebP, or a multi-page TIFF: its first frame;
 - a JPEG at least twice the size needed (``min_side``: the evaluation resize's
   side) is decoded by libjpeg at 1/2, 1/4 or 1/8 of its size (Pillow's

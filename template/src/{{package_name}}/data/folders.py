@@ -19,12 +19,12 @@ from torch.utils.data import Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from .. import extensions
 from ..core.config import DataConfig, TrainConfig
 from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
+from ..models import extensions
 from . import decode_race
 from .bad_files import (
     Checked,

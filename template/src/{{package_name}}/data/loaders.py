@@ -83,7 +83,7 @@ def worker_start(workers: int) -> Any:
     forever (seen: a validation worker of a 2-rank gloo run, hung inside
     os.fork). There, workers fork from a forkserver instead: a process started
     by fork and exec, single-threaded, with this package preloaded so that each
-    worker starts warm. The dataset, its transforms (``extensions.py``'s too)
+    worker starts warm. The dataset, its transforms (``models/extensions.py``'s too)
     and the loader's functions then travel by pickle; tensors go through shared
     memory. Seeds come from (seed, epoch, index) as before: resume stays exact.
     """

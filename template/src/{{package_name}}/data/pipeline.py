@@ -24,12 +24,12 @@ from torchvision import datasets
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from .. import extensions
 from ..core.config import DataConfig
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.machine import cores_per_process
 from ..core.progress import meter
+from ..models import extensions
 from .cache import refuse_if_too_big
 from .store import CacheKey, CacheStore, MappedBlock
 

@@ -17,11 +17,10 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torchvision.models import vision_transformer
 
-from .. import extensions
 from ..core.checkpoint import read_checkpoint, weights_of, with_metadata
 from ..core.config import ModelConfig
 from ..core.errors import UserError
-from . import timm_backbone
+from . import extensions, timm_backbone
 from .preprocessing import normalization
 from .weight_files import TorchHubFile
 from .weights import Weights, resolve_weights

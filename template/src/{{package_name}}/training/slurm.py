@@ -1,6 +1,6 @@
 """On a Slurm cluster: what ``slurm/train.sbatch`` runs in Python, before torchrun and as torchrun.
 
-    python -m <package>.slurm preflight [--config FILE ...] [--set KEY=VALUE ...] [--resume auto|PATH]
+    python -m <package>.training.slurm preflight [--config FILE ...] [--set KEY=VALUE ...] [--resume auto|PATH]
 
 prints the number of processes each node runs (one per GPU, or ``NPROC_PER_NODE``
 CPU processes where there is no GPU), or ends with one line and exit status 2
@@ -8,7 +8,7 @@ where the job would fail later, less clearly: a script run outside a Slurm job,
 fewer GPUs than the job asks for, a config that does not load, a
 ``train.out_dir`` that another run holds.
 
-    python -m <package>.slurm torchrun [torchrun's arguments] -m <package> train ...
+    python -m <package>.training.slurm torchrun [torchrun's arguments] -m <package> train ...
 
 is torchrun whose stop by a signal is quiet (``torchrun`` below). The batch
 script relays Slurm's signals, requeues the job and says so in one line; the
@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
-from .core.errors import UserError
-from .training.preemption import EXIT_PREEMPTED
-from .training.run_lock import RunLock
+from ..core.errors import UserError
+from .preemption import EXIT_PREEMPTED
+from .run_lock import RunLock
 
 SUBMIT = "sbatch slurm/train.sbatch [--config FILE] [--set KEY=VALUE ...]"
 
@@ -43,7 +43,7 @@ def job_id(environ: Mapping[str, str]) -> str:
     if not job:
         raise UserError(
             f"not inside a Slurm job (no SLURM_JOB_ID): submit the script with `{SUBMIT}`, "
-            f"or train without Slurm with `python -m {__package__} train`"
+            f"or train without Slurm with `python -m {__package__.rpartition('.')[0]} train`"
         )
     return job
 
@@ -94,8 +94,8 @@ def processes_per_node(environ: Mapping[str, str], visible_gpus: int, device: st
 
 def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     """The checks before torchrun starts; returns the processes per node."""
-    from .cli import DEFAULT_CONFIG, parse
-    from .core.config import load_config
+    from ..cli import DEFAULT_CONFIG, parse
+    from ..core.config import load_config
 
     job = job_id(environ)
     args = parse(["train", *argv])
