@@ -135,6 +135,16 @@ def test_project_installs_with_its_console_script(project: Path, tmp_path: Path)
     assert defaults.stdout.split() == [str(site / "x_pkg" / "core" / "config.py"), "sgd"]
 
 
+def test_the_package_shows_its_architecture_in_at_most_eight_names() -> None:
+    """``ls src/<package>`` is the map (DESIGN.md): the folders and cli.py, at most 8 names besides __init__.py and
+    __main__.py; a new module goes into the folder of its job. Moving one there is a release of its own, with its
+    ``_migrations`` (migrations/move_modules.py)."""
+    package = REPO / "template" / "src" / "{{package_name}}"
+    names = sorted(p.name.removesuffix(".jinja") for p in package.iterdir() if p.name != "__pycache__")
+    beside = [name for name in names if name not in ("__init__.py", "__main__.py")]
+    assert len(beside) <= 8, f"{len(beside)} names in src/<package>: {beside}"
+
+
 def test_template_code_is_plain_python() -> None:
     """Package files carry no Jinja, so they lint in place and merge cleanly on update.
 
