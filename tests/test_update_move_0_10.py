@@ -37,6 +37,7 @@ from torch_scaffold.releases import current_version
 from .conftest import REPO, TEMPLATE_FILES, check, generate, git, run_in
 from .lifecycle import commit, conflict_markers
 from .test_update_layout import BEFORE_TAG, previous_template
+from .test_update_move import release, replace_once, update  # the v0.2.0 move's helpers serve this one too
 
 PACKAGE = "x_pkg"
 # This checkout's tag in the temporary copy: the move's release (copier.yml's _migrations v0.10.0), or a later one.
@@ -120,31 +121,6 @@ def the_two_releases(before: Path, moved: Path) -> str:
     script = [sys.executable, str(moved / "migrations" / "moves_0_10.py"), "--template-only", str(moved)]
     check(subprocess.run(script, capture_output=True, text=True))
     return version_at("HEAD")
-
-
-def release(template: Path, files_from: Path, tag: str) -> None:
-    """``files_from``'s template files as the next commit of ``template``, tagged ``tag``."""
-    for name in (*TEMPLATE_FILES, "template", "migrations"):
-        shutil.rmtree(template / name, ignore_errors=True)
-        (template / name).unlink(missing_ok=True)
-        copy = shutil.copytree if (files_from / name).is_dir() else shutil.copy2
-        copy(files_from / name, template / name)
-    commit(template, f"template {tag}", tag=tag)
-
-
-def replace_once(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} is not once in {path}"
-    path.write_text(text.replace(old, new))
-
-
-def update(project: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torch_scaffold", "update", str(project)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 Moved = tuple[Path, Path, Path, subprocess.CompletedProcess[str], dict[str, str]]
