@@ -49,11 +49,16 @@ PLAIN_PREPROCESSING: dict[str, Any] = {
 # start keeps every layer training at optim.lr from the first step). A linear probe first, then fine-tuning (LP-FT,
 # Kumar et al., ICLR 2022): the head trains alone on the frozen backbone for two epochs, so that it fits the
 # weights' features before any gradient reaches them; then every layer trains, the backbone at a fraction of the
-# head's rate with its batch norm frozen (the weights' statistics, not those of batches of a few photos). The
-# fraction is the optimizer's: SGD's step follows the gradient's size, AdamW's does not (it normalises it), so
-# AdamW's backbone needs a larger share (EfficientNet-Lite0, 10 photos a class at 96 px, 3 seeds: 0.80 at 0.02,
-# 0.85 at 0.1; SGD 0.81 at 0.02, 0.805 at 0.1 with batch norm training). Measured on real photos with real
-# ImageNet weights: README, "Fine-tuning" (benchmarks/finetune.py).
+# head's rate. The fraction is the optimizer's: SGD's step follows the gradient's size, AdamW's does not (it
+# normalises it), so AdamW's backbone needs a larger share (EfficientNet-Lite0, 10 photos a class at 96 px, 3 seeds:
+# 0.80 at 0.02, 0.85 at 0.1; SGD 0.81 at 0.02, 0.805 at 0.1 with batch norm training). The backbone's batch norm
+# (``model.freeze_batchnorm: auto``, resolved by models/preprocessing.py, which knows the weights' size) keeps the
+# weights' statistics below the size the weights were trained at, and learns this data's at that size or above
+# (3 seeds each, 96 and 224 px with 224-px weights: frozen 0.831 against 0.777 learnt at 10 photos a class and 96 px,
+# 0.915 against 0.838 at 50 and 96 px (seed 0); learnt 0.921 against 0.899 at 50 and 224 px, 0.887 against 0.899 at
+# 10 and 224 px: below the weights' size a batch of 16 gives each channel of the last stages a few values (3 x 3 maps
+# at 96 px against 7 x 7 at 224), too few for statistics). Measured on real photos with real ImageNet weights:
+# README, "Fine-tuning" (benchmarks/finetune.py).
 FINE_TUNING: dict[str, Any] = {"unfreeze_at_epoch": 3, "backbone_lr_scale": {"sgd": 0.02, "adamw": 0.1}}
 
 
@@ -167,7 +172,8 @@ class ModelConfig:
     freeze_batchnorm: bool | str = option(
         "auto",
         "the backbone's batch norm normalizes with the weights' statistics and keeps them (its scale and shift still "
-        "train); auto: with pretrained_weights",
+        "train); auto: with pretrained_weights where data.image_size is below the size they were trained at (or that "
+        "is unknown), else false",
         choices=("auto",),
     )
     mean: list[float] | None = field(
@@ -188,8 +194,8 @@ class ModelConfig:
             self.unfreeze_at_epoch = FINE_TUNING["unfreeze_at_epoch"] if phased else 0
         if self.freeze_backbone == "auto":
             self.freeze_backbone = recipe
-        if self.freeze_batchnorm == "auto":
-            self.freeze_batchnorm = recipe
+        if self.freeze_batchnorm == "auto" and not recipe:
+            self.freeze_batchnorm = False  # with weights: models/preprocessing.py resolves it by the weights' size
 
 
 @dataclass

@@ -199,7 +199,9 @@ def build_model(cfg: ModelConfig, num_classes: int, image_size: int = 224) -> Im
     path = weights.fetch() if weights is not None else None
     mean, std = normalization(cfg, weights.expected if weights is not None else None)
     backbone, num_features = build_backbone(cfg, image_size, len(mean), path, weights)
-    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, mean, std, cfg.freeze_batchnorm)
+    # auto left unresolved (a config not filled from the weights): the weights' statistics, the safe side
+    frozen_norm = cfg.freeze_batchnorm if isinstance(cfg.freeze_batchnorm, bool) else True
+    model = ImageClassifier(backbone, num_features, num_classes, cfg.dropout, mean, std, frozen_norm)
     if cfg.freeze_backbone:
         # P13: frozen weights get no gradient; training/optim.py hands the optimizer only trainable ones (and those
         # that model.unfreeze_at_epoch trains later), and ImageClassifier.train keeps the backbone in eval mode.

@@ -92,11 +92,21 @@ def with_preprocessing(cfg: Config, expected: Preprocessing | None) -> Filled:
             taken += [dotted] if expected is not None else []
         elif expected is not None and not same(mine, theirs[key]):
             differing.append((dotted, mine, theirs[key]))
+    if cfg.model.freeze_batchnorm == "auto":
+        model["freeze_batchnorm"] = frozen_batchnorm(cfg.data.image_size, expected)
     filled = dataclasses.replace(
         cfg, model=dataclasses.replace(cfg.model, **model), data=dataclasses.replace(cfg.data, **data)
     )
     validate(filled)  # a config's mean of one value against the weights' std of three: one line
     return Filled(filled, taken, differing)
+
+
+def frozen_batchnorm(image_size: int, expected: Preprocessing | None) -> bool:
+    """``model.freeze_batchnorm: auto`` with pretrained weights: the weights' statistics below the size they were
+    trained at (or where that size is unknown), this data's at that size or above (core/config.py's FINE_TUNING
+    says what was measured)."""
+    trained = expected.trained_size if expected is not None else None
+    return trained is None or image_size < trained
 
 
 def normalization(cfg: ModelConfig, expected: Preprocessing | None) -> tuple[list[float], list[float]]:

@@ -92,7 +92,6 @@ def fine_tuning_said(cfg: Config) -> str:
     recipe = (
         model.pretrained_weights is not None
         and model.freeze_backbone
-        and model.freeze_batchnorm
         and model.unfreeze_at_epoch == FINE_TUNING["unfreeze_at_epoch"]
         and scale == FINE_TUNING["backbone_lr_scale"][cfg.optim.name]
     )
