@@ -55,9 +55,9 @@ PLAIN_PREPROCESSING: dict[str, Any] = {
 # (``model.freeze_batchnorm: auto``, resolved by models/preprocessing.py, which knows the weights' size) keeps the
 # weights' statistics below the size the weights were trained at, and learns this data's at that size or above
 # (3 seeds each, 96 and 224 px with 224-px weights: frozen 0.831 against 0.777 learnt at 10 photos a class and 96 px,
-# 0.915 against 0.838 at 50 and 96 px (seed 0); learnt 0.921 against 0.899 at 50 and 224 px, 0.887 against 0.899 at
-# 10 and 224 px: below the weights' size a batch of 16 gives each channel of the last stages a few values (3 x 3 maps
-# at 96 px against 7 x 7 at 224), too few for statistics). Measured on real photos with real ImageNet weights:
+# 0.890 against 0.853 at 50 and 96 px; learnt 0.922 against 0.899 at 50 and 224 px, 0.885 against 0.899 at 10 and
+# 224 px; our reading: below the weights' size a batch of 16 gives each channel of the last stages few values, 3 x 3
+# maps at 96 px against 7 x 7 at 224, too few for statistics). Measured on real photos with real ImageNet weights:
 # README, "Fine-tuning" (benchmarks/finetune.py).
 FINE_TUNING: dict[str, Any] = {"unfreeze_at_epoch": 3, "backbone_lr_scale": {"sgd": 0.02, "adamw": 0.1}}
 
