@@ -50,6 +50,11 @@ def extract_release(version: str, dest: Path) -> None:
     commit_id = release_commit(REPO, version, versions.get(version))
     if commit_id is None:
         pytest.fail(f"this test needs release {version}'s commit in the history (a full clone of main)")
+    extract(commit_id, dest)
+
+
+def extract(commit_id: str, dest: Path) -> None:
+    """The template's files at ``commit_id``, from this repository's history."""
     archive = subprocess.run(
         ["git", "archive", "--format=tar", commit_id, "template", "migrations", *TEMPLATE_FILES],
         cwd=REPO,

@@ -21,12 +21,10 @@ A project from before v0.2.0 crosses both moves in one update.
 
 from __future__ import annotations
 
-import io
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -37,7 +35,7 @@ from torch_scaffold.releases import current_version
 from .conftest import REPO, TEMPLATE_FILES, check, generate, git, run_in
 from .lifecycle import commit, conflict_markers
 from .test_update_layout import BEFORE_TAG, previous_template
-from .test_update_move import release, replace_once, update  # the v0.2.0 move's helpers serve this one too
+from .test_update_move import extract, release, replace_once, update  # the v0.2.0 move's helpers serve this one too
 
 PACKAGE = "x_pkg"
 # This checkout's tag in the temporary copy: the move's release (copier.yml's _migrations v0.10.0), or a later one.
@@ -83,19 +81,6 @@ def version_at(commit_id: str) -> str:
     found = re.search(r'^version = "([^"]+)"', git(REPO, "show", f"{commit_id}:pyproject.toml"), re.MULTILINE)
     assert found is not None, f"no version in pyproject.toml at {commit_id}"
     return found.group(1)
-
-
-def extract(commit_id: str, dest: Path) -> None:
-    """The template's files at ``commit_id``, from this repository's history."""
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit_id, "template", "migrations", *TEMPLATE_FILES],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    ).stdout
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
 
 
 def copy_checkout(dest: Path) -> None:
