@@ -198,7 +198,7 @@ def load_model_state(
     reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
     if missing or unexpected or reshaped:
         differences = model_differences(*models) if models else ""
-        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target)
+        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target, "checkpoint")
         fix = "use the model settings it was trained with" + (" (--set KEY=VALUE)" if differences else "")
         raise UserError(f"{source} does not fit this model ({detail}): {fix}")
     unwrap(model).load_state_dict(state)
@@ -217,16 +217,25 @@ def tensor_differences(
     reshaped: list[str],
     state: dict[str, torch.Tensor],
     target: dict[str, torch.Tensor],
+    source: str = "file",
 ) -> str:
-    """Counts and the first few whole names, so the message stays one readable line."""
+    """What keeps ``state`` (``source``'s tensors) from the model ``target`` is the state_dict of, in one readable
+    line: a size mismatch first, in torch's words, as it is what another architecture's weights usually show;
+    then counts and the first few names of the tensors either side lacks."""
 
     def few(names: list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
-    parts = [f"{len(missing)} tensor(s) missing: {few(missing)}"] if missing else []
-    parts += [f"{len(unexpected)} unexpected: {few(unexpected)}"] if unexpected else []
-    shapes = [f"{k} {list(state[k].shape)} in the file, {list(target[k].shape)} here" for k in reshaped]
-    parts += [f"{len(reshaped)} of another shape: {few(shapes)}"] if reshaped else []
+    parts = []
+    if reshaped:
+        first = reshaped[0]
+        shapes = f"{source} {list(state[first].shape)}, model {list(target[first].shape)}"
+        more = f" and {len(reshaped) - 1} more" if len(reshaped) > 1 else ""
+        parts.append(f"size mismatch for {first} ({shapes}){more}")
+    if missing:
+        parts.append(f"{len(missing)} of the model's tensors missing from the {source}: {few(missing)}")
+    if unexpected:
+        parts.append(f"{len(unexpected)} tensors the model lacks: {few(unexpected)}")
     return "; ".join(parts)
 
 
@@ -339,17 +348,24 @@ def find_resume_state(
     return None
 
 
-def load_matching(model: nn.Module, path: str | Path) -> str:
+def load_matching(model: nn.Module, path: str | Path, name: str = "") -> str:
     """Fine-tuning start: copy the tensors whose names and shapes match; report the rest.
 
     Meant for ``model.init_from``, where another class list or a changed head
-    is expected; resuming instead demands an exact fit.
+    is expected; resuming instead demands an exact fit. ``name``: this run's
+    model.name, for the message when nothing fits.
     """
-    weights = weights_of(read_checkpoint(path))
+    checkpoint = read_checkpoint(path)
+    weights = weights_of(checkpoint)
     target = unwrap(model).state_dict()
     matching = with_metadata({k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}, weights)
     if not matching:
-        raise UserError(f"model.init_from {path}: no tensor fits this model; check model.name")
+        saved = (checkpoint.get("config") or {}).get("model", {}).get("name")  # a bare state_dict has no config
+        trained = f" (it was trained as model.name {saved})" if saved else ""
+        raise UserError(
+            f"model.init_from {path}: no tensor fits model.name {name or 'of this config'}{trained}: "
+            "set model.name to the checkpoint's, or start from a checkpoint of this model.name"
+        )
     unwrap(model).load_state_dict(matching, strict=False)
     skipped = sorted(set(target) - set(matching))
     shown = ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else "")
