@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,8 @@ from typing import Any
 import yaml
 
 from . import PACKAGE
-from .config_files import MOVED, merge, parse_override, read_yaml, set_dotted, upgrade
-from .config_rules import check_value, coerce, option, options, rules
+from .config_files import merge, parse_override, read_yaml, set_dotted, unknown_key, upgrade
+from .config_rules import coerce, config_error, option, rules, value_problems
 from .errors import UserError
 
 CONFIG_VERSION = 1
@@ -367,39 +366,12 @@ def _build(cls: type, raw: Any, prefix: str, problems: list[str]) -> Any:
     return cls(**values)
 
 
-def unknown_key(key: str, names: list[str], prefix: str) -> str:
-    """The problem with a key its section lacks: where it moved, else the nearest valid key."""
-    if key in MOVED:
-        new = MOVED[key]
-        return (
-            f"config key {key} moved to {new}: write {new} instead "
-            "(copier update rewrites the project's configs/*.yaml)"
-        )
-    close = difflib.get_close_matches(key.rpartition(".")[2], names, n=1)
-    hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
-    return f"unknown config key {key}: {hint}"
-
-
-def config_error(problems: list[str]) -> UserError:
-    """One line for one problem or several: a file with two typos names both, so one edit fixes the file."""
-    if len(problems) == 1:
-        return UserError(problems[0])
-    return UserError(f"{len(problems)} config problems: " + "; ".join(problems))
-
-
 def validate(config: Config) -> None:
     """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together: every
     broken one named in one error."""
     problems = value_problems(config) + joint_problems(config)
     if problems:
         raise config_error(problems)
-
-
-def value_problems(config: Config) -> list[str]:
-    """Each key's own rules: its field's choices and bounds."""
-    return [
-        f"{key} {problem}" for key, item, value in options(config) if (problem := check_value(value, item.metadata))
-    ]
 
 
 def joint_problems(config: Config) -> list[str]:
