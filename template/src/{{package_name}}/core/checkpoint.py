@@ -198,7 +198,7 @@ def load_model_state(
     reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
     if missing or unexpected or reshaped:
         differences = model_differences(*models) if models else ""
-        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target, "checkpoint")
+        detail = differences or tensor_differences(missing, unexpected, shapes(reshaped, state, target), "checkpoint")
         fix = "use the model settings it was trained with" + (" (--set KEY=VALUE)" if differences else "")
         raise UserError(f"{source} does not fit this model ({detail}): {fix}")
     unwrap(model).load_state_dict(state)
@@ -212,31 +212,30 @@ def model_differences(saved: Any, ours: Any) -> str:
 
 
 def tensor_differences(
-    missing: list[str],
-    unexpected: list[str],
-    reshaped: list[str],
-    state: dict[str, torch.Tensor],
-    target: dict[str, torch.Tensor],
-    source: str = "file",
+    missing: list[str], unexpected: list[str], reshaped: list[tuple[str, list[int], list[int]]], source: str = "file"
 ) -> str:
-    """What keeps ``state`` (``source``'s tensors) from the model ``target`` is the state_dict of, in one readable
-    line: a size mismatch first, in torch's words, as it is what another architecture's weights usually show;
-    then counts and the first few names of the tensors either side lacks."""
+    """What keeps ``source``'s tensors from a model, in one readable line: a size mismatch first (``reshaped``:
+    name, its shape in the source, in the model), in torch's words, as it is what another architecture's weights
+    usually show; then counts and the first few names of the tensors either side lacks."""
 
     def few(names: list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
     parts = []
     if reshaped:
-        first = reshaped[0]
-        shapes = f"{source} {list(state[first].shape)}, model {list(target[first].shape)}"
+        name, theirs, ours = reshaped[0]
         more = f" and {len(reshaped) - 1} more" if len(reshaped) > 1 else ""
-        parts.append(f"size mismatch for {first} ({shapes}){more}")
+        parts.append(f"size mismatch for {name} ({source} {theirs}, model {ours}){more}")
     if missing:
         parts.append(f"{len(missing)} of the model's tensors missing from the {source}: {few(missing)}")
     if unexpected:
-        parts.append(f"{len(unexpected)} tensors the model lacks: {few(unexpected)}")
+        parts.append(f"{len(unexpected)} tensor{'s' if len(unexpected) > 1 else ''} the model lacks: {few(unexpected)}")
     return "; ".join(parts)
+
+
+def shapes(names: list[str], state: dict[str, torch.Tensor], target: dict[str, torch.Tensor]) -> list[Any]:
+    """(name, its shape in ``state``, in ``target``) for each name: ``tensor_differences``' size mismatches."""
+    return [(name, list(state[name].shape), list(target[name].shape)) for name in names]
 
 
 def rng_state(

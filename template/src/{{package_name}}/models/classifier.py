@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torchvision.models import vision_transformer
 
-from ..core.checkpoint import read_checkpoint, tensor_differences, weights_of, with_metadata
+from ..core.checkpoint import read_checkpoint, shapes, tensor_differences, weights_of, with_metadata
 from ..core.config import ModelConfig
 from ..core.errors import UserError
 from . import extensions, timm_backbone
@@ -270,6 +270,6 @@ def load_pretrained(
     missing = [k for k in missing if k not in reshaped]
     if missing or unexpected or reshaped:
         model = f"model.name {name}" if name else "this model"
-        detail = tensor_differences(missing, unexpected, reshaped, state, target)
+        detail = tensor_differences(missing, unexpected, shapes(reshaped, state, target))
         fix = f"use weights of {name}, or set" if name else "set"
         raise UserError(f"{path} does not fit {model}: {detail}; {fix} model.name to the weights' architecture")
