@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | export | sweep | sample-data | pack-shards.
+"""Command line: train | evaluate | predict | similar | audit | export | sweep | sample-data | pack-shards.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
     similar.add_argument("queries", nargs="+", metavar="QUERY")
 
+    add_audit_arguments(commands.add_parser("audit", help="find duplicates, label errors, outliers and imbalance"))
+
     export = add_checkpoint_command(commands, "export", "write a deployable model: TorchScript, torch.export or ONNX")
     export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
     export.add_argument("--output", metavar="PATH", help="default: beside the checkpoint, e.g. best.pt2")
@@ -129,6 +131,18 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
     sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
     sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
+
+
+def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
+    add_config_options(audit, f"{DEFAULT_CONFIG}, or the checkpoint's with --checkpoint")
+    audit.add_argument("--checkpoint", help="embed with a trained checkpoint (default: model.pretrained_weights)")
+    audit.add_argument("--out", metavar="DIR", help="where the CSVs and pictures go (default: <train.out_dir>/audit)")
+    audit.add_argument(
+        "--near-duplicate-similarity",
+        type=float,
+        metavar="COSINE",
+        help="embeddings at least this similar are near duplicates (default: data/findings.py, docs/audit.md)",
+    )
 
 
 def sample_data_command(args: argparse.Namespace) -> int:
@@ -216,6 +230,17 @@ def similar_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def audit_command(args: argparse.Namespace) -> int:
+    """The audit: CSVs, pictures and a summary table; it never moves or deletes a file."""
+    from .commands.audit import run_audit
+    from .data.findings import NEAR_DUPLICATE_SIMILARITY
+
+    configs = args.config or ([] if args.checkpoint else [DEFAULT_CONFIG])  # a checkpoint brings its own config
+    similarity = args.near_duplicate_similarity or NEAR_DUPLICATE_SIMILARITY
+    print(run_audit(configs, args.overrides, args.checkpoint, args.out, similarity))
+    return 0
+
+
 def export_command(args: argparse.Namespace) -> int:
     from .commands.export import export_checkpoint
 
@@ -231,6 +256,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "evaluate": evaluate_command,
     "predict": predict_command,
     "similar": similar_command,
+    "audit": audit_command,
     "export": export_command,
     "sweep": sweep_command,
     "sample-data": sample_data_command,
