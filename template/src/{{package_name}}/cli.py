@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
     )
+    evaluate.add_argument(
+        "--top-losses",
+        metavar="PATH",
+        help="PNG of the images with the highest loss (default: top_losses.png beside the checkpoint; '' for none)",
+    )
 
     predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
     predict.add_argument("--topk", type=positive_int, default=3, help="classes to show per file (default: 3)")
@@ -199,15 +204,24 @@ def load_checkpoint_for(args: argparse.Namespace) -> Any:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     from .core.provenance import one_line as provenance_line
-    from .outputs.evaluation_report import default_confusion_path, report_extras
+    from .outputs.evaluation_report import default_confusion_path, format_confused, report_extras, save_top_losses
     from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
-    result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
+    losses = (
+        default_confusion_path(args.checkpoint, args.split, "top_losses")
+        if args.top_losses is None
+        else args.top_losses
+    )
+    show = loaded.config.train.progress and sys.stderr.isatty()
+    result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
     picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
     print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
+    print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
+    if losses:
+        print(save_top_losses(result, loaded.classes, losses))  # and file by file
     return 0
 
 
