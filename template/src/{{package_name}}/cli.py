@@ -71,18 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_options(train, DEFAULT_CONFIG)
     train.add_argument("--resume", metavar="auto|PATH", help="continue from out_dir/last.pt (auto) or a checkpoint")
 
-    evaluate = add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
-    evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
-    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
-    evaluate.add_argument(
-        "--confusion",
-        metavar="PATH",
-        help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
-    )
-    evaluate.add_argument(
-        "--top-losses",
-        metavar="PATH",
-        help="PNG of the images with the highest loss (default: top_losses.png beside the checkpoint; '' for none)",
+    add_evaluate_arguments(
+        add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
     )
 
     predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
@@ -136,6 +126,21 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
     sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
     sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
+
+
+def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
+    evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
+    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
+    evaluate.add_argument(
+        "--confusion",
+        metavar="PATH",
+        help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
+    )
+    evaluate.add_argument(
+        "--top-losses",
+        metavar="PATH",
+        help="PNG of the images with the highest loss (default: top_losses.png beside the checkpoint; '' for none)",
+    )
 
 
 def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
