@@ -214,18 +214,20 @@ class Trainer:
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
-        """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
-        registers the parameters that train when it is made, and would never average the backbone's gradients."""
+        """The backbone frozen or not as ``epoch`` asks (freezing.py); when that changes, the wrapper is made
+        again: DDP registers the parameters that train when it is made, and would never average the backbone's
+        gradients; ``torch.compile`` is compiled afresh, with dynamo's caches dropped (distributed.forget_compiled:
+        a graph traced with the backbone frozen computes no gradient for it), in one process too."""
         frozen = frozen_in(self.cfg.model, epoch)
         if not set_frozen(self.model, frozen):
             return
         if not frozen:
             scale = self.cfg.optim.backbone_lr_scale
             self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
-        if self.world.distributed:
+        if self.world.distributed or self.cfg.train.compile:
             self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
-            self.wrap()
+            self.wrap()  # wrap_model drops dynamo's caches before it compiles
 
     def fit(self, progress: Progress, stop: GracefulStop, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
         """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
