@@ -82,11 +82,11 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
             "(each process takes the GPU of its local rank; choose GPUs with CUDA_VISIBLE_DEVICES)"
         )
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
-    world = replace(world, device=select_device(device, world.local_rank))  # one-line errors for a missing GPU
+    # One-line errors for a missing GPU; on a GPU, it becomes this process's current device (torch.cuda.set_device)
+    # before NCCL starts, so each rank talks from its own GPU.
+    world = replace(world, device=select_device(device, world.local_rank))
     if not dist.is_initialized():
         on_gpu = world.device.type == "cuda"  # type: ignore[union-attr]
-        if on_gpu:
-            torch.cuda.set_device(world.local_rank)  # before NCCL starts, so each rank talks from its own GPU
         # A process that waits longer than this at a collective (a rank died or hangs) raises instead of
         # waiting forever; train() turns that into one line naming this rank.
         wait = datetime.timedelta(seconds=timeout)

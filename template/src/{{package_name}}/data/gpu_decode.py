@@ -248,7 +248,15 @@ class GpuDecoded(Prefetched):
             yield self.handed_over(self.send(batch, stream), stream)  # decoded once the step before is queued
 
     def send(self, batch: Batch, stream: Any) -> Batch:
-        """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order."""
+        """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order.
+
+        Safe for the caching allocator without ``record_stream`` here: it hands a freed block only to later work on
+        the stream that allocated it, and every tensor made here is made on the side stream and, but for what is
+        returned, read there alone and freed: nvJPEG's images (TorchCodec decodes on the current stream, allocates
+        its outputs there and synchronizes it before it returns), their resize, the CPU's squares and the order
+        copied over. What is returned, the compute stream reads: ``handed_over`` makes it wait for the side stream
+        and records each tensor as the compute stream's (test_prefetch.py proves both with the streams faked).
+        """
         flat, lengths, on_device, host, labels, indices, order = batch
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             parts = []  # nvJPEG's squares, then those decoded on the CPU
