@@ -214,10 +214,8 @@ class Trainer:
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
-        """The backbone frozen or not as ``epoch`` asks (freezing.py); when that changes, the wrapper is made
-        again: DDP registers the parameters that train when it is made, and would never average the backbone's
-        gradients; ``torch.compile`` is compiled afresh, with dynamo's caches dropped (distributed.forget_compiled:
-        a graph traced with the backbone frozen computes no gradient for it), in one process too."""
+        """The backbone frozen or not as ``epoch`` asks (freezing.py); as that changes, DDP (which registers what trains
+        when made) and a compiled graph (traced frozen: no gradient for it) are made again (distributed.wrap_model)."""
         frozen = frozen_in(self.cfg.model, epoch)
         if not set_frozen(self.model, frozen):
             return
@@ -227,7 +225,7 @@ class Trainer:
         if self.world.distributed or self.cfg.train.compile:
             self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
-            self.wrap()  # wrap_model drops dynamo's caches before it compiles
+            self.wrap()
 
     def fit(self, progress: Progress, stop: GracefulStop, epoch_end: EpochEnd | None = None) -> dict[str, Any]:
         """Train until ``train.epochs``; checkpoints and stops are decided here, at optimizer-step boundaries."""
