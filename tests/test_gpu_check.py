@@ -299,6 +299,7 @@ def test_the_environment_holds_the_systems_cuda_torch() -> None:
     assert check.torchcodec_request(("2.11.0+cu130", "13.0")) == "torchcodec==0.17.0"  # torch's stable ABI, 2.11 on
     assert check.torchcodec_request((None, None)) == "torchcodec==0.17.0"  # constraints.txt's torch comes with it
     assert check.torchcodec_request(("2.9.0+cu128", "12.8")) is None  # no TorchCodec image decoder loads with it
+    assert check.torchcodec_request(("unknown", "12.8")) == "torchcodec==0.17.0"  # a version.py without a version
     assert check.torch_of() == (torch.__version__, torch.version.cuda)  # read without importing
 
 

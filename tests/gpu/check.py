@@ -221,10 +221,10 @@ def constraints_for(system_torch: tuple[str | None, str | None], torchvision: st
     return "\n".join(line for line in pins if not line.startswith("torchcodec==")) + "\n"
 
 
-def torch_release(version: str) -> tuple[int, int]:
-    """(major, minor) of a torch version: ``2.14.1+cu130`` is (2, 14)."""
-    major, minor = re.findall(r"\d+", version)[:2]
-    return int(major), int(minor)
+def torch_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch version: ``2.14.1+cu130`` is (2, 14); None where it says none (``unknown``)."""
+    numbers = re.findall(r"\d+", version)
+    return (int(numbers[0]), int(numbers[1])) if len(numbers) >= 2 else None
 
 
 def torchcodec_request(system_torch: tuple[str | None, str | None]) -> str | None:
@@ -232,8 +232,8 @@ def torchcodec_request(system_torch: tuple[str | None, str | None]) -> str | Non
     torch's stable ABI: it loads with every torch from ``CODEC_TORCH`` on); None where none does (an older torch).
     Without a system torch, constraints.txt's torch is installed: its own TorchCodec."""
     pins = dict(line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
-    version = system_torch[0]
-    if version is not None and torch_release(version) < CODEC_TORCH:
+    release = torch_release(system_torch[0]) if system_torch[0] else None
+    if release is not None and release < CODEC_TORCH:
         return None
     return f"torchcodec=={pins['torchcodec']}"
 
