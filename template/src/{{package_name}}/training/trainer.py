@@ -213,15 +213,15 @@ class Trainer:
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
-        """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
-        registers the parameters that train when it is made, and would never average the backbone's gradients."""
+        """The backbone frozen or not as ``epoch`` asks (freezing.py); as that changes, DDP (which registers what trains
+        when made) and a compiled graph (traced frozen: no gradient for it) are made again (distributed.wrap_model)."""
         frozen = frozen_in(self.cfg.model, epoch)
         if not set_frozen(self.model, frozen):
             return
         if not frozen:
             scale = self.cfg.optim.backbone_lr_scale
             self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
-        if self.world.distributed:
+        if self.world.distributed or self.cfg.train.compile:
             self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
             self.wrap()
