@@ -39,8 +39,9 @@ def frozen_later(cfg: ModelConfig) -> bool:
 
 
 def pace_changes(cfg: ModelConfig) -> list[PaceChange]:
-    """The epoch from which the backbone trains too: each batch then runs its backward pass, several times slower
-    than the head's alone, so the run's estimate is measured again there (core/progress.py)."""
+    """The epoch from which the backbone trains too: each batch then runs its backward pass as well, slower
+    than the head's alone (EfficientNet-Lite0 on a 2-core CPU: 2 s an epoch frozen, 2 min 51 s for the run), so
+    the estimate is measured again there (core/progress.py)."""
     if not frozen_later(cfg):
         return []
     return [PaceChange(cfg.unfreeze_at_epoch, "the backbone starts training", "the backbone started training")]
