@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .core.arguments import DEFAULT_CONFIG, add_config_options, add_train_options, parse_arguments
 from .core.errors import UserError
 from .training.preemption import EXIT_PREEMPTED, Preempted
-
-DEFAULT_CONFIG = "configs/default.yaml"
 
 
 def positive_int(text: str) -> int:
@@ -30,23 +29,6 @@ def program_name() -> str:
     """What the user typed: the console script's name, or ``python -m <package>``."""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     return f"python -m {__package__}" if script in ("", "__main__.py", "-c") else script
-
-
-def add_config_options(command: argparse.ArgumentParser, default: str) -> None:
-    command.add_argument(
-        "--config",
-        action="append",
-        metavar="FILE",
-        help=f"YAML config file; repeat it to lay a recipe over a base, later files winning (default: {default})",
-    )
-    command.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one config key, e.g. --set optim.lr=0.01 (repeatable)",
-    )
 
 
 def add_checkpoint_command(commands: Any, name: str, about: str) -> argparse.ArgumentParser:
@@ -67,9 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a model")
-    add_config_options(train, DEFAULT_CONFIG)
-    train.add_argument("--resume", metavar="auto|PATH", help="continue from out_dir/last.pt (auto) or a checkpoint")
+    add_train_options(commands.add_parser("train", help="train a model"))
 
     add_evaluate_arguments(
         add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
@@ -295,15 +275,7 @@ def one_line(error: UserError) -> str:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """argparse, plus the one mistake it would misreport: ``--set train.epochs 3`` (a space, not ``=``)."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        bare = [item for item in getattr(args, "overrides", []) if "=" not in item]
-        if bare:
-            parser.exit(2, f"error: --set {bare[0]} {extra[0]}: use KEY=VALUE, e.g. --set {bare[0]}={extra[0]}\n")
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args
+    return parse_arguments(build_parser(), argv)
 
 
 def entry() -> None:

@@ -43,7 +43,6 @@ from ..core.distributed import (
     sync_buffers,
     wrap_model,
 )
-from ..core.progress import TrainingProgress
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything, seed_process
 from ..data.batches import TrainingBatches
@@ -62,7 +61,7 @@ from .preflight import check_before_data
 from .pretrained import prepare_weights
 from .run_lock import RunLock, claim_out_dir, missing_folders, remove_unused, resume_after_restart
 from .run_state import Progress, RunParts, RunState
-from .startup import start_lines
+from .startup import start_lines, training_progress
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
 
@@ -163,7 +162,7 @@ class Trainer:
             val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
         )
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
-        self.shown = TrainingProgress(cfg.train, self.world.is_main, self.batches.per_epoch)  # bars, lines, estimate
+        self.shown = training_progress(cfg, self.world.is_main, self.batches.per_epoch, self.classes)  # estimates too
         self.assemble(train_set)
         seed_process(cfg.train.seed, self.world.rank)  # the same weights on every rank; from here, its own dropout
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
