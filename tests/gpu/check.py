@@ -319,7 +319,7 @@ def environment(check: Check, row: Row) -> None:
             check.fatal = row.detail = facts["refused"]
             row.status = "FAILED"
             return
-    codes.append(check.pip("-c", str(constraints), "pytest", "pytest-xdist"))
+    codes.append(check.pip("-c", str(constraints), "pytest", "pytest-timeout", "pytest-xdist"))
     request = torchcodec_request(system_torch)
     if request is None:  # none goes with this torch: not installed, carried or not (it could not load)
         check.codec_installed, codec_code = False, 0

@@ -30,6 +30,10 @@ from .cleanup import free_memory, sticky_cuda_error
 from .ranks import Ranks
 from .space import Space
 
+# Seconds between two looks at the study while the last trials run in other processes: their end is seen within a
+# second, not a heartbeat (a long heartbeat, which a busy machine's trials need, then costs no wait).
+WAIT_S = 1.0
+
 
 class TrialFailed(Exception):
     """A trial's own error: recorded on the trial (user attr ``error``), and the sweep goes on.
@@ -238,7 +242,7 @@ class Sweep:
                 if not waiting_said:
                     print(f"waiting for running trials {running} (other processes, or stale ones to take over)")
                     waiting_said = True
-                time.sleep(self.space.heartbeat_seconds)
+                time.sleep(min(self.space.heartbeat_seconds, WAIT_S))
                 continue
             self.trial_config = None
             self.study.optimize(self.objective, n_trials=1, catch=(TrialFailed,), gc_after_trial=True)
