@@ -189,21 +189,31 @@ def load_checkpoint_for(args: argparse.Namespace) -> Any:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     from .core.provenance import one_line as provenance_line
-    from .outputs.evaluation_report import default_confusion_path, format_confused, report_extras, save_top_losses
+    from .outputs.evaluation_report import (
+        default_confusion_path,
+        format_confused,
+        pictures_missing,
+        report_extras,
+        save_top_losses,
+    )
     from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
+    missing = pictures_missing()  # without matplotlib: one line for both pictures, and no per-image losses kept
     losses = (
         default_confusion_path(args.checkpoint, args.split, "top_losses")
         if args.top_losses is None
         else args.top_losses
     )
+    losses = None if missing else losses
     show = loaded.config.train.progress and sys.stderr.isatty()
     result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
     picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
-    print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
+    print(report_extras(result["confusion"], loaded.classes, args.csv, None if missing else picture))
+    if missing and (picture or args.top_losses != ""):  # '' for both: no picture asked, nothing to say
+        print(missing)
     print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
     if losses:
         print(save_top_losses(result, loaded.classes, losses))  # and file by file

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..core.errors import UserError
+from ..core.optional import require
 
 COLUMNS = ("class", "precision", "recall", "f1", "support")
 CONFUSED_PAIRS = 10  # most-confused pairs printed
@@ -90,6 +91,16 @@ def format_confused(confusion: torch.Tensor, classes: Sequence[str]) -> str:
         return "most confused: none, every image was classified right"
     lines = ["most confused (true class -> predicted: images):"]
     return "\n".join([*lines, *(f"  {true} -> {predicted}: {n}" for true, predicted, n in pairs)])
+
+
+def pictures_missing() -> str | None:
+    """Why ``evaluate`` can draw neither picture (matplotlib, the plots extra, is missing): one line for both, said
+    before the evaluation (which then keeps no per-image losses); None where it can draw them."""
+    try:
+        require("matplotlib", "plots", "the confusion-matrix and top-losses pictures")
+    except UserError as exc:
+        return f"no pictures: {exc}"
+    return None
 
 
 def save_top_losses(result: dict[str, Any], classes: Sequence[str], path: str | Path) -> str:
