@@ -49,6 +49,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -119,33 +120,54 @@ def decoded_size(found: Found, min_side: int | None) -> tuple[int, int]:
     return min(sides), max(sides)
 
 
+# A file as find_groups sees it: its split, its path as the dataset lists it, its class folder, what its check found.
+Entry = tuple[str, str, str, Found]
+
+
+def entry_order(entry: Entry) -> tuple[int, str]:
+    return SPLITS.index(entry[0]), entry[1]
+
+
 def find_groups(
-    files: Sequence[tuple[Copy, Found]],
-    min_side: int | None,
-    pixels: Callable[[list[tuple[Copy, Found]]], list[str | None]],
+    files: Iterable[Entry], min_side: int | None, pixels: Callable[[list[Entry]], list[str | None]]
 ) -> list[DuplicateGroup]:
     """Groups of two or more ``files`` with the same bytes or the same pixels, in the order of their kept file.
 
     ``pixels`` gives the pixel digests of the files asked (None: it cannot be decoded); it is asked only for
-    one file a group of equal bytes, and only where another such group has a picture of the same size.
+    one file a group of equal bytes (its first), and only where another such group has a picture of the same
+    size. Written for a second start of 100,000 files (benchmarks/startup.py): no object made a file, sizes
+    computed once a picture shape.
     """
-    by_bytes: dict[str, list[tuple[Copy, Found]]] = {}
-    for copy, found in sorted(files, key=lambda item: item[0].order()):
-        by_bytes.setdefault(found.digest, []).append((copy, found))
-    by_size: dict[tuple[int, int], list[str]] = {}
-    for digest, members in by_bytes.items():
-        if members[0][1].width:  # an image: a .npy array has its bytes alone
-            by_size.setdefault(decoded_size(members[0][1], min_side), []).append(digest)
-    candidates = [digest for digests in by_size.values() if len(digests) > 1 for digest in digests]
-    merged = {digest: digest for digest in by_bytes}  # each group of equal bytes -> the group it joins
-    first: dict[str, str] = {}  # pixel digest -> the first group of equal bytes that has it
-    for digest, found_pixels in zip(candidates, pixels([by_bytes[d][0] for d in candidates]), strict=True):
-        if found_pixels is not None:
-            merged[digest] = first.setdefault(found_pixels, digest)
-    joined: dict[str, list[Copy]] = {}
-    for digest, members in by_bytes.items():
-        joined.setdefault(merged[digest], []).extend(copy for copy, _ in members)
-    groups = [DuplicateGroup(tuple(sorted(copies, key=Copy.order))) for copies in joined.values() if len(copies) > 1]
+    first: dict[str, Entry] = {}  # bytes digest -> its file (the first in split and path order, where several)
+    same_bytes: dict[str, list[Entry]] = {}  # bytes digest -> its files, where several
+    for entry in files:  # no list a file: 100,000 of them, made and dropped, cost the garbage collector seconds
+        seen = first.setdefault(entry[3].digest, entry)
+        if seen is not entry:
+            same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
+    for digest, members in same_bytes.items():
+        first[digest] = min(members, key=entry_order)
+    sizes: dict[tuple[int, int, bool], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
+
+    def size(found: Found) -> tuple[int, int]:
+        shape = (found.width, found.height, found.jpeg)
+        return sizes.get(shape) or sizes.setdefault(shape, decoded_size(found, min_side))
+
+    pictures = [entry for entry in first.values() if entry[3].width]  # a .npy array has its bytes alone
+    counts = Counter(size(entry[3]) for entry in pictures)
+    candidates = [entry for entry in pictures if counts[size(entry[3])] > 1]
+    owner: dict[str, str] = {}  # pixel digest -> the first group of equal bytes that has it
+    same_pixels: dict[str, list[str]] = {}  # pixel digest -> its groups of equal bytes, where several
+    for entry, found_pixels in zip(candidates, pixels(candidates), strict=True):
+        if found_pixels is not None and owner.setdefault(found_pixels, entry[3].digest) != entry[3].digest:
+            same_pixels.setdefault(found_pixels, [owner[found_pixels]]).append(entry[3].digest)
+    merged = list(same_pixels.values())
+    joined = {digest for digests in merged for digest in digests}
+    merged += [[digest] for digest in same_bytes if digest not in joined]
+    groups = []
+    for digests in merged:
+        members = [entry for digest in digests for entry in same_bytes.get(digest, [first[digest]])]
+        copies = [Copy(split, path, label, found.digest) for split, path, label, found in members]
+        groups.append(DuplicateGroup(tuple(sorted(copies, key=Copy.order))))
     return sorted(groups, key=lambda group: group.kept.order())
 
 
@@ -159,44 +181,51 @@ class FilePixels:
     ) -> None:
         self.indexes, self.min_side, self.problems, self.progress = indexes, min_side, problems, progress
 
-    def decode(self, item: tuple[Copy, Found]) -> tuple[str | None, str]:
+    def decode(self, entry: Entry) -> tuple[str | None, str]:
         """(the pixel digest, "") or (None, why it cannot be decoded)."""
-        path, found = item[0].path, item[1]
+        path, found = entry[1], entry[3]
         try:
             return bombs_refused(lambda p: pixel_digest(decode.read_file(p), found, self.min_side), path), ""
         except READ_ERRORS as exc:
             return None, reason(exc, path)
 
-    def __call__(self, items: list[tuple[Copy, Found]]) -> list[str | None]:
-        def known(found: Found) -> bool:
-            return found.pixels.startswith(f"{scale_of(found, self.min_side)}:")
+    def __call__(self, entries: list[Entry]) -> list[str | None]:
+        prefixes: dict[tuple[int, int, bool], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
 
-        todo = [item for item in items if not known(item[1])]
+        def kept(found: Found) -> str | None:
+            shape = (found.width, found.height, found.jpeg)
+            prefix = prefixes.get(shape) or prefixes.setdefault(shape, f"{scale_of(found, self.min_side)}:")
+            return found.pixels if found.pixels.startswith(prefix) else None
+
+        known = [kept(entry[3]) for entry in entries]
+        todo = [entry for entry, digest in zip(entries, known, strict=True) if digest is None]
         threads = max(1, min(THREADS, os.cpu_count() or 1, len(todo)))
         with ThreadPoolExecutor(threads) as pool:  # Pillow's decoders and hashlib release the GIL
-            done = tracked(pool.map(self.decode, todo), "comparing pixels", len(todo), self.progress)
-            made = {item[0].path: result for item, result in zip(todo, done, strict=True)}
-        for copy, found in todo:
-            digest, why = made[copy.path]
-            index = self.indexes[copy.split]
+            decoded = tracked(pool.map(self.decode, todo), "comparing pixels", len(todo), self.progress)
+            made = {entry[1]: result for entry, result in zip(todo, decoded, strict=True)}
+        for split, path, _, found in todo:
+            digest, why = made[path]
+            index = self.indexes[split]
             if digest is None:
-                index.record(copy.path, Found(BAD + why))  # named at this start, and by the next one's check
+                index.record(path, Found(BAD + why))  # named at this start, and by the next one's check
                 if self.problems is not None:
-                    self.problems.add(index.root, unreadable=[(copy.path, why)])
+                    self.problems.add(index.root, unreadable=[(path, why)])
             else:
-                index.record(copy.path, found._replace(pixels=digest))
-        return [made[c.path][0] if c.path in made else found.pixels for c, found in items]
+                index.record(path, found._replace(pixels=digest))
+        return [made[entry[1]][0] if digest is None else digest for entry, digest in zip(entries, known, strict=True)]
 
 
-def folder_files(sets: dict[str, datasets.DatasetFolder], indexes: dict[str, FileIndex]) -> list[tuple[Copy, Found]]:
+def folder_files(sets: dict[str, datasets.DatasetFolder], indexes: dict[str, FileIndex]) -> list[Entry]:
     """Every readable file of ``sets`` (by split) with what its check found (a file the check did not see: none)."""
     files = []
     for split, dataset in sets.items():
-        names = dataset.classes
+        index, names = indexes[split], dataset.classes
+        found, prefix, cut = index.found, index.prefix, len(index.prefix)
         for path, target in dataset.samples:
-            found = indexes[split].get(path)
-            if found is not None and not found.verdict.startswith(BAD) and found.digest:
-                files.append((Copy(split, path, names[target], found.digest), found))
+            # The scan's paths start with the index's prefix: a cut, not index.relative's call (100,000 files).
+            checked = found.get(path[cut:] if path.startswith(prefix) else index.relative(path))
+            if checked is not None and checked.digest:  # a bad file has no digest
+                files.append((split, path, names[target], checked))
     return files
 
 
