@@ -123,7 +123,7 @@ def examine(path: str, whole: bool, npy: bool = False, min_side: int | None = No
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                width, height, jpeg = *image.size, image.format == "JPEG"
+                width, height, jpeg = *image.size, int(image.format == "JPEG")
             found = Found(READ if whole else HEADER, digest, width, height, jpeg)
             return found._replace(pixels=pixel_digest(data, found, min_side)) if whole else found
     except READ_ERRORS as exc:

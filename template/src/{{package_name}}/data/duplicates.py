@@ -146,7 +146,7 @@ def find_groups(
             same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
     for digest, members in same_bytes.items():
         first[digest] = min(members, key=entry_order)
-    sizes: dict[tuple[int, int, bool], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
+    sizes: dict[tuple[int, int, int], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
 
     def size(found: Found) -> tuple[int, int]:
         shape = (found.width, found.height, found.jpeg)
@@ -190,7 +190,7 @@ class FilePixels:
             return None, reason(exc, path)
 
     def __call__(self, entries: list[Entry]) -> list[str | None]:
-        prefixes: dict[tuple[int, int, bool], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
+        prefixes: dict[tuple[int, int, int], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
 
         def kept(found: Found) -> str | None:
             shape = (found.width, found.height, found.jpeg)

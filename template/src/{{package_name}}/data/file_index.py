@@ -43,22 +43,19 @@ class Found(NamedTuple):
     digest: str = ""  # of the file's bytes ("" for a bad file)
     width: int = 0  # the picture as stored (before the EXIF turn); 0 for a .npy array or a bad file
     height: int = 0
-    jpeg: bool = False  # the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
+    jpeg: int = 0  # 1: the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
     pixels: str = ""  # "<scale>:<digest>" of its decoded pixels at that scale (duplicates.py); "" until needed
 
     def entry(self, size: int, mtime: int) -> list:
         """The index's JSON list; a bad file's holds its verdict alone."""
         if self.verdict.startswith(BAD):
             return [size, mtime, self.verdict]
-        return [size, mtime, self.verdict, self.digest, self.width, self.height, int(self.jpeg), self.pixels]
+        return [size, mtime, self.verdict, self.digest, self.width, self.height, self.jpeg, self.pixels]
 
     @classmethod
     def of(cls, entry: list) -> Found:
-        """``entry``'s Found (without its size and mtime)."""
-        if len(entry) == 3:  # a bad file
-            return cls(entry[2])
-        verdict, digest, width, height, jpeg, pixels = entry[2:]
-        return cls(verdict, digest, width, height, bool(jpeg), pixels)
+        """``entry``'s Found (without its size and mtime); a bad file's entry holds its verdict alone."""
+        return cls(*entry[2:])
 
 
 def bytes_digest(data: bytes) -> str:
