@@ -1,7 +1,7 @@
 """``pack-shards DATA_ROOT OUT_DIR``: pack an ImageFolder into WebDataset tar shards, once (data/shards.py reads them).
 
 The files are listed and checked exactly as training checks them
-(``folders.folder_dataset``: stray files, headers, ``data.on_bad_file``), so
+(``folders.folder_dataset``: stray files, every file read, ``data.on_bad_file``), so
 the shards hold the samples a run from the folder would use, in its order,
 with train/'s labels. Each sample is written as the file's own bytes (no
 re-encoding: the pixels stay the folder's) and a ``.cls`` member with its
@@ -124,14 +124,12 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
     for split in SPLITS[1:]:
         if split in indexes:
             sets[split] = folder_dataset(root / split, cfg, False, allow_empty=True, index=indexes[split], **checks)
-    named = problems if cfg.on_bad_file == "error" else None  # skip: a file that fails its decode later is skipped
-    if named is not None:
-        problems.settle(cfg.on_bad_file)
     for split in SPLITS[1:]:
         if split in sets:
             align_classes(sets[split], train.class_to_idx)  # labelled with train/'s classes, as training does
             warn_missing_classes(sets[split])
     # Copies found as a start from the folder finds them; a start from the shards reads them from the manifest.
+    named = problems if cfg.on_bad_file == "error" else None  # skip: a file failing a decode at another scale later
     groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, terminal)
     problems.settle(cfg.on_bad_file)
     out.mkdir(parents=True, exist_ok=True)

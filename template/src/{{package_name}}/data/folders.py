@@ -116,8 +116,8 @@ def folder_dataset(
 
     Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
     JPEGs larger than needed decoded at a reduced scale.
-    ``check_files=False`` skips the per-file checks (stray files, image
-    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    ``check_files=False`` skips the per-file checks (stray files, every file
+    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
@@ -145,13 +145,13 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    whole = cfg.on_bad_file == "skip"  # every file read whole, by every process: each needs the list of bad ones
-    if whole or check_files:
+    skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
+    if skip or check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
-        # Every file read once (its header, or whole under skip), its bytes' digest kept for duplicates.py.
-        bad = check_every_file(dataset, index, whole, progress, square_side(cfg), npy)
+        # Every new or changed file read whole once; its digests kept for duplicates.py.
+        bad = check_every_file(dataset, index, progress, square_side(cfg), npy)
         problems.add(root, unreadable=bad)
-        if whole:
+        if skip:
             leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
     if alone:
         problems.settle(cfg.on_bad_file, report=report)  # a file that is no image stops the run before it writes
@@ -273,15 +273,14 @@ def checked_splits(
         # one that train/ lacks is said now (for test/: not after training).
         align_classes(sets[split], sets["train"].class_to_idx)
     listed = out_dir / BAD_FILES if out_dir is not None else None
-    if cfg.on_bad_file == "error":
-        problems.settle(cfg.on_bad_file, listed, world.is_main)  # before any pixel is compared: they are said now
     groups = None
     if world.is_main and packed:
         groups = duplicates.packed_groups(read_manifest(root), root)
         if groups is None:
             print(f"duplicates: not checked: {root} was packed before pack-shards recorded them; pack it again")
     elif world.is_main:
-        # A file whose pixels fail after its header passed is named with the rest (skip: the loader skips it).
+        # A file decoded again at another image size's scale that fails now is named with the rest (skip: left
+        # to the loader, which skips it: the other processes could not leave it out).
         named = problems if cfg.on_bad_file == "error" else None
         groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, progress)
     problems.settle(cfg.on_bad_file, listed, world.is_main)
