@@ -16,7 +16,7 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +136,27 @@ def examine(path: str, npy: bool = False, min_side: int | None = None) -> Found:
         return Found(BAD + reason(exc, path))
 
 
+class InThisThread:
+    """``ThreadPoolExecutor``'s ``map``, in the calling thread: where threads would only take turns."""
+
+    def __enter__(self) -> InThisThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def map(self, function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        return map(function, items)
+
+
+def threads(files: int) -> ThreadPoolExecutor | InThisThread:
+    """Threads to read and decode ``files`` (Pillow's decoders and hashlib release the GIL): half the CPU cores, at
+    most ``THREADS``; none on 2 cores, where measured they only took turns (a small file spends most of its time
+    in Python, holding the GIL)."""
+    count = min(THREADS, (os.cpu_count() or 1) // 2, files)
+    return ThreadPoolExecutor(count) if count > 1 else InThisThread()
+
+
 def check_every_file(
     dataset: datasets.DatasetFolder,
     index: FileIndex,
@@ -143,18 +164,15 @@ def check_every_file(
     min_side: int | None = None,
     npy: bool = False,
 ) -> list[tuple[str, str]]:
-    """Read every new or changed file of ``dataset`` once, whole (``examine``, in threads: Pillow's decoders and
-    hashlib release the GIL); returns the unreadable files, each with why. ``index`` remembers what was found:
-    an unchanged file is not opened again at the next start (a bad one is reported again)."""
+    """Read every new or changed file of ``dataset`` once, whole (``examine``, in ``threads``); returns the
+    unreadable files, each with why. ``index`` remembers what was found: an unchanged file is not opened again
+    at the next start (a bad one is reported again)."""
     paths = [path for path, _ in dataset.samples]
     found = {path: index.known(path) for path in paths}
     todo = [path for path, known in found.items() if known is None]
-    threads = max(1, min(THREADS, os.cpu_count() or 1, len(todo)))
-    with ThreadPoolExecutor(threads) as pool:
-        read = tracked(
-            pool.map(lambda path: examine(path, npy, min_side), todo), f"checking {dataset.root}", len(todo), progress
-        )
-        for path, result in zip(todo, read, strict=True):
+    with threads(len(todo)) as pool:
+        read = pool.map(lambda path: examine(path, npy, min_side), todo)
+        for path, result in zip(todo, tracked(read, f"checking {dataset.root}", len(todo), progress), strict=True):
             index.record(path, result)
             found[path] = result
     index.save()  # before a bad file stops the run: the next start checks only what changed
