@@ -128,8 +128,9 @@ def leak_warning(groups: list[DuplicateGroup], listed: Path | None) -> str | Non
     held = " and ".join(f"{n} {split}/" for n, split in ((val, "val"), (test, "test")) if n)
     return (
         f"warning: {held} file(s) are copies of training files: the model is scored on pictures it trained on, "
-        f"so val_acc{' and test_acc' if test else ''} partly measure memory, not what it learnt, and best.pt is "
-        f"chosen by val_acc; set data.duplicates=drop to leave them out, or remove them{listed_in(listed)}"
+        f"so {'val_acc and test_acc partly measure' if test else 'val_acc partly measures'} memory, not what it "
+        f"learnt, and best.pt is chosen by val_acc; set data.duplicates=drop to leave them out, or remove "
+        f"them{listed_in(listed)}"
     )
 
 
