@@ -21,7 +21,11 @@ SHA-256 of its bytes, and that of its pixels from its decode by the contract
 run reads, so a 12-megapixel JPEG is decoded at 1/8 of its size, 13 ms, not
 250 ms in full). Both are kept beside the check's verdict in the file index
 (``file_index.py``): a later start reads no unchanged file and finds the
-groups from the index alone. That whole read is the first start's cost (it
+groups from the index alone. A JPEG that the run decodes at reduced scale is
+also compared whole with the lossless files (PNG, WebP, TIFF) of its size: a
+photo saved again as PNG holds its whole picture, not the run's 1/8 of it; that
+full decode is made only for such a JPEG (a folder of photos alone never makes
+one). That whole read is the first start's cost (it
 opened headers alone before): about 80 us a 32-px PNG, 500 us a 64-px one,
 13 ms a phone photo, on a busy 2-core EPYC; 100,000 files' first start took
 27 s, not 18 s, their second 4.6 s as before (benchmarks/startup.py). A
@@ -123,15 +127,22 @@ def entry_order(entry: Entry) -> tuple[int, str]:
     return SPLITS.index(entry[0]), entry[1]
 
 
+def full_size(found: Found) -> tuple[int, int]:
+    """The picture's sides as stored, shorter first (an EXIF turn swaps them)."""
+    return min(found.width, found.height), max(found.width, found.height)
+
+
 def find_groups(
-    files: Iterable[Entry], min_side: int | None, pixels: Callable[[list[Entry]], list[str | None]]
+    files: Iterable[Entry], min_side: int | None, pixels: Callable[[list[Entry], bool], list[str | None]]
 ) -> list[DuplicateGroup]:
     """Groups of two or more ``files`` with the same bytes or the same pixels, in the order of their kept file.
 
-    ``pixels`` gives the pixel digests of the files asked (None: it cannot be decoded); it is asked only for
-    one file a group of equal bytes (its first), and only where another such group has a picture of the same
-    size. Written for a second start of 100,000 files (benchmarks/startup.py): no object made a file, sizes
-    computed once a picture shape.
+    Same pixels: the same picture as this run decodes them (a JPEG larger than needed at 1/2, 1/4 or 1/8), or a
+    lossless file (PNG, WebP, TIFF...) holding a JPEG's whole picture (a photo saved again as PNG). ``pixels(files,
+    whole)`` gives the digests of the files asked, as the run decodes them or (``whole``) at full size (None: it
+    cannot be decoded); it is asked only where a match is possible: for one file a group of equal bytes (its
+    first), where another group has a picture of the same size. Written for a second start of 100,000 files
+    (benchmarks/startup.py): no object made a file, sizes computed once a picture shape.
     """
     first: dict[str, Entry] = {}  # bytes digest -> its file (the first in split and path order, where several)
     same_bytes: dict[str, list[Entry]] = {}  # bytes digest -> its files, where several
@@ -141,6 +152,18 @@ def find_groups(
             same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
     for digest, members in same_bytes.items():
         first[digest] = min(members, key=entry_order)
+    links: dict[str, str] = {}  # groups of equal bytes found to hold the same pixels: each -> one it joined
+
+    def root(digest: str) -> str:
+        while digest in links:
+            digest = links[digest]
+        return digest
+
+    def join(one: str, two: str) -> None:
+        one, two = root(one), root(two)
+        if one != two:
+            links[max(one, two)] = min(one, two)  # by digest: the same groups whatever the order of the files
+
     sizes: dict[tuple[int, int, int], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
 
     def size(found: Found) -> tuple[int, int]:
@@ -151,15 +174,24 @@ def find_groups(
     counts = Counter(size(entry[3]) for entry in pictures)
     candidates = [entry for entry in pictures if counts[size(entry[3])] > 1]
     owner: dict[str, str] = {}  # pixel digest -> the first group of equal bytes that has it
-    same_pixels: dict[str, list[str]] = {}  # pixel digest -> its groups of equal bytes, where several
-    for entry, found_pixels in zip(candidates, pixels(candidates), strict=True):
-        if found_pixels is not None and owner.setdefault(found_pixels, entry[3].digest) != entry[3].digest:
-            same_pixels.setdefault(found_pixels, [owner[found_pixels]]).append(entry[3].digest)
-    merged = list(same_pixels.values())
-    joined = {digest for digests in merged for digest in digests}
-    merged += [[digest] for digest in same_bytes if digest not in joined]
+    for entry, found_pixels in zip(candidates, pixels(candidates, False), strict=True):
+        if found_pixels is not None:
+            join(owner.setdefault(found_pixels, entry[3].digest), entry[3].digest)
+    # A JPEG the run decodes at reduced scale, against the lossless files of its size: compared whole.
+    lossless: dict[tuple[int, int], list[Entry]] = {}
+    for entry in pictures:
+        if not entry[3].jpeg:
+            lossless.setdefault(full_size(entry[3]), []).append(entry)
+    reduced = [e for e in pictures if e[3].jpeg and full_size(e[3]) in lossless and scale_of(e[3], min_side) > 1]
+    for entry, whole in zip(reduced, pixels(reduced, True), strict=True):
+        for other in lossless[full_size(entry[3])] if whole is not None else []:
+            if other[3].pixels.partition(":")[2] == whole:  # a lossless file's digest is of its whole picture
+                join(other[3].digest, entry[3].digest)
+    joined: dict[str, list[str]] = {}
+    for digest in {*same_bytes, *links, *links.values()}:
+        joined.setdefault(root(digest), []).append(digest)
     groups = []
-    for digests in merged:
+    for digests in joined.values():
         members = [entry for digest in digests for entry in same_bytes.get(digest, [first[digest]])]
         copies = [Copy(split, path, label, found.digest) for split, path, label, found in members]
         groups.append(DuplicateGroup(tuple(sorted(copies, key=Copy.order))))
@@ -167,48 +199,53 @@ def find_groups(
 
 
 class FilePixels:
-    """``find_groups``' ``pixels`` for a folder: a digest remembered in the file index at this scale, else the file
-    decoded (in threads) and its digest recorded there. A file that cannot be decoded is recorded as bad (the next
-    start's check names it) and added to ``problems`` (None: left to the loader, which skips it)."""
+    """``find_groups``' ``pixels`` for a folder: a digest remembered in the file index, else the file decoded (in
+    ``bad_files.threads``) and its digest recorded there. A file that cannot be decoded is recorded as bad (the
+    next start's check names it) and added to ``problems`` (None: left to the loader, which skips it)."""
 
     def __init__(
         self, indexes: dict[str, FileIndex], min_side: int | None, problems: Problems | None, progress: bool
     ) -> None:
         self.indexes, self.min_side, self.problems, self.progress = indexes, min_side, problems, progress
 
-    def decode(self, entry: Entry) -> tuple[str | None, str]:
-        """(the pixel digest, "") or (None, why it cannot be decoded)."""
-        path, found = entry[1], entry[3]
+    def decode(self, entry: Entry, whole: bool) -> tuple[str | None, str]:
+        """(the pixel digest as ``"<scale>:<hex>"``, "") or (None, why it cannot be decoded)."""
+        path, found, side = entry[1], entry[3], None if whole else self.min_side
         try:
-            return bombs_refused(lambda p: pixel_digest(decode.read_file(p), found, self.min_side), path), ""
+            return bombs_refused(lambda p: pixel_digest(decode.read_file(p), found, side), path), ""
         except READ_ERRORS as exc:
             return None, reason(exc, path)
 
-    def __call__(self, entries: list[Entry]) -> list[str | None]:
+    def __call__(self, entries: list[Entry], whole: bool) -> list[str | None]:
+        """The digests (hex, without the scale) of ``entries``' pictures as this run decodes them, or ``whole``."""
         prefixes: dict[tuple[int, int, int], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
 
         def kept(found: Found) -> str | None:
+            if whole:
+                return found.whole or None
             shape = (found.width, found.height, found.jpeg)
             prefix = prefixes.get(shape) or prefixes.setdefault(shape, f"{scale_of(found, self.min_side)}:")
-            return found.pixels if found.pixels.startswith(prefix) else None
+            return found.pixels.partition(":")[2] if found.pixels.startswith(prefix) else None
 
         remembered = [kept(entry[3]) for entry in entries]
         todo = [entry for entry, digest in zip(entries, remembered, strict=True) if digest is None]
         with threads(len(todo)) as pool:
-            decoded = tracked(pool.map(self.decode, todo), "comparing pixels", len(todo), self.progress)
-            made = {entry[1]: result for entry, result in zip(todo, decoded, strict=True)}
-        for split, path, _, found in todo:
+            decoded = pool.map(lambda entry: self.decode(entry, whole), todo)
+            what = "comparing whole pictures" if whole else "comparing pixels"
+            made = dict(zip((e[1] for e in todo), tracked(decoded, what, len(todo), self.progress), strict=True))
+        for split, path, _, _ in todo:
             digest, why = made[path]
-            index = self.indexes[split]
+            index, now = self.indexes[split], self.indexes[split].get(path)  # now: with what this start added
             if digest is None:
                 index.record(path, Found(BAD + why))  # named at this start, and by the next one's check
                 if self.problems is not None:
                     self.problems.add(index.root, unreadable=[(path, why)])
-            else:
-                index.record(path, found._replace(pixels=digest))
-        digests = [made[e[1]][0] if digest is None else digest for e, digest in zip(entries, remembered, strict=True)]
-        # Compared without the scale: a PNG holding a JPEG's pixels at 1/4 is that picture (the sizes matched).
-        return [digest.partition(":")[2] if digest is not None else None for digest in digests]
+            elif now is not None:
+                index.record(
+                    path, now._replace(whole=digest.partition(":")[2]) if whole else now._replace(pixels=digest)
+                )
+        fresh = {path: digest.partition(":")[2] for path, (digest, _) in made.items() if digest is not None}
+        return [fresh.get(e[1]) if digest is None else digest for e, digest in zip(entries, remembered, strict=True)]
 
 
 def folder_files(sets: dict[str, datasets.DatasetFolder], indexes: dict[str, FileIndex]) -> list[Entry]:

@@ -44,13 +44,14 @@ class Found(NamedTuple):
     width: int = 0  # the picture as stored (before the EXIF turn); 0 for a .npy array or a bad file
     height: int = 0
     jpeg: int = 0  # 1: the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
-    pixels: str = ""  # "<scale>:<digest>" of its decoded pixels at that scale (duplicates.py); "" until needed
+    pixels: str = ""  # "<scale>:<digest>" of its pixels as decoded at that scale (duplicates.py)
+    whole: str = ""  # a JPEG decoded at reduced scale: the digest of its whole picture, once compared whole
 
     def entry(self, size: int, mtime: int) -> list:
         """The index's JSON list; a bad file's holds its verdict alone."""
         if self.verdict.startswith(BAD):
             return [size, mtime, self.verdict]
-        return [size, mtime, self.verdict, self.digest, self.width, self.height, self.jpeg, self.pixels]
+        return [size, mtime, self.verdict, self.digest, self.width, self.height, self.jpeg, self.pixels, self.whole]
 
     @classmethod
     def of(cls, entry: list) -> Found:
