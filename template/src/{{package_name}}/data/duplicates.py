@@ -178,11 +178,13 @@ def find_groups(
         if found_pixels is not None:
             join(owner.setdefault(found_pixels, entry[3].digest), entry[3].digest)
     # A JPEG the run decodes at reduced scale, against the lossless files of its size: compared whole.
+    reduced = [entry for entry in pictures if entry[3].jpeg and scale_of(entry[3], min_side) > 1]
+    wanted = {full_size(entry[3]) for entry in reduced}  # none, in a folder of small pictures: nothing more to do
     lossless: dict[tuple[int, int], list[Entry]] = {}
-    for entry in pictures:
-        if not entry[3].jpeg:
+    for entry in pictures if wanted else []:
+        if not entry[3].jpeg and full_size(entry[3]) in wanted:
             lossless.setdefault(full_size(entry[3]), []).append(entry)
-    reduced = [e for e in pictures if e[3].jpeg and full_size(e[3]) in lossless and scale_of(e[3], min_side) > 1]
+    reduced = [entry for entry in reduced if full_size(entry[3]) in lossless]
     for entry, whole in zip(reduced, pixels(reduced, True), strict=True):
         for other in lossless[full_size(entry[3])] if whole is not None else []:
             if other[3].pixels.partition(":")[2] == whole:  # a lossless file's digest is of its whole picture
