@@ -108,11 +108,14 @@ gpu-bench:
 	$(GPU_BENCH_PYTHON) benchmarks/throughput.py --project $(GPU_PROJECT) --out .bench/throughput-gpu.json
 
 # TorchCodec (nvJPEG decoding) for a GPU machine whose registry lacks it: its wheel, at constraints.txt's version,
-# in .wheels/ (ignored; make gpu-check installs it from there when present). It names no torch requirement.
+# in .wheels/ (ignored; make gpu-check installs it from there when present, where it goes with that machine's torch:
+# 2.11 or later, TorchCodec being built on torch's stable ABI). It names no torch requirement. TORCHCODEC_INDEX=URL:
+# from another index, such as PyTorch's for the CUDA version of the GPU machine's torch.
 WHEELS := .wheels
 
 gpu-wheels: $(STAMP)
-	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps -c constraints.txt -d $(WHEELS) torchcodec
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps -c constraints.txt -d $(WHEELS) \
+		$(if $(TORCHCODEC_INDEX),--index-url $(TORCHCODEC_INDEX)) torchcodec
 
 # Every GPU check in one command, from a clone, on a machine with a GPU, Python and a package registry
 # (tests/gpu/check.py says each step): red in its first second where no GPU is usable (one line saying why);

@@ -31,7 +31,8 @@ come through; a line that both changed is a conflict in that file. A file the
 user owns (``extensions.py``: ``_skip_if_exists``) is not merged: the user's
 version replaces the template's at the new path, as copier never overwrites
 it. A file the template renders (``project_defaults.yaml``, from the answers)
-has its old version rendered, and only where the user's differs from the new.
+is compared in ``before`` with the old template rendered with the old answers:
+it is kept aside, and named as edited, only where the user changed it.
 
 Usage: python move_modules.py before|after TEMPLATE_DIR VERSION_FROM RELEASE
 (the package's name is read from the project's ``.copier-answers.yml``:
@@ -248,28 +249,31 @@ def before(template: Path, version_from: str, name: str) -> None:
     stash = stash_root() / name
     shutil.rmtree(stash, ignore_errors=True)
     stash.mkdir(parents=True)
-    shutil.copyfile(ANSWERS, stash / "answers.yml")  # the old answers, to render the old template in ``after``
+    shutil.copyfile(ANSWERS, stash / "answers.yml")  # the old answers, to render the old template's files
     kept: dict[str, dict[str, str | bool | None]] = {}
-    for old, new, old_module, new_module in release.paths():
-        path = package_dir / old
-        if not path.is_file():
-            continue
-        base = old_template_file(template, version_from, old)
-        mine = path.read_text()
-        if base is not None and mine == base:
-            continue  # not edited: copier removes it and writes the new file
-        key = new.replace("/", ".")
-        if old_module is not None and new_module is not None:
-            mine, base = (rewrite(release, text, package, old_module, new_module) if text else text
-                          for text in (mine, base))  # fmt: skip
-        (stash / f"{key}.mine").write_text(mine)
-        if base is not None:
-            (stash / f"{key}.base").write_text(base)
-        rendered = base is None and old_template_file(template, version_from, old + ".jinja") is not None
-        kept[key] = {"old": str(path), "target": str(package_dir / new), "module": new_module,
-                     "owned": new_module in release.owned, "rendered": rendered}  # fmt: skip
-        git("rm", "--quiet", "--cached", "--", str(path))
-        path.unlink()
+    with tempfile.TemporaryDirectory() as tmp:
+        for old, new, old_module, new_module in release.paths():
+            path = package_dir / old
+            if not path.is_file():
+                continue
+            base = old_template_file(template, version_from, old)
+            if base is None and old_template_file(template, version_from, old + ".jinja") is not None:
+                # A file the answers render (project_defaults.yaml): as the old template rendered it with them.
+                base = old_rendered(template, version_from, stash / "answers.yml", Path(tmp, "old"), path)
+            mine = path.read_text()
+            if base is not None and mine == base:
+                continue  # not edited: copier removes it and writes the new file
+            key = new.replace("/", ".")
+            if old_module is not None and new_module is not None:
+                mine, base = (rewrite(release, text, package, old_module, new_module) if text else text
+                              for text in (mine, base))  # fmt: skip
+            (stash / f"{key}.mine").write_text(mine)
+            if base is not None:
+                (stash / f"{key}.base").write_text(base)
+            kept[key] = {"old": str(path), "target": str(package_dir / new), "module": new_module,
+                         "owned": new_module in release.owned, "new": new}  # fmt: skip
+            git("rm", "--quiet", "--cached", "--", str(path))
+            path.unlink()
     (stash / "moves.json").write_text(json.dumps(kept, indent=1))
     # The user's own Python files (modules, tests, scripts): their imports follow the move in place. The
     # template's own files are left to copier's merge, which brings their new imports.
@@ -285,8 +289,9 @@ def before(template: Path, version_from: str, name: str) -> None:
             path.write_text(new_text)
             git("add", "--", str(path))
     follow_in_earlier_stashes(release, name, package)
-    if kept:
-        print(f"moving {len(kept)} edited file(s) to the {name} layout: {', '.join(sorted(kept))}")
+    if kept:  # only files whose text differs from what the old template wrote: the user's edits
+        edited = sorted(str(entry["new"]) for entry in kept.values())
+        print(f"moving {len(kept)} edited file(s) to the {name} layout: {', '.join(edited)}")
 
 
 def follow_in_earlier_stashes(release: Release, name: str, package: str) -> None:
@@ -314,28 +319,28 @@ def render_old(template: Path, version_from: str, answers: Path, dest: Path) -> 
     return dest
 
 
+def old_rendered(template: Path, version_from: str, answers: Path, dest: Path, path: Path) -> str | None:
+    """``path`` (a project path) as the old template rendered it with the old answers; the template is rendered
+    into ``dest`` once, for the first file that asks."""
+    if not dest.is_dir():
+        render_old(template, version_from, answers, dest)
+    rendered = dest / path
+    return rendered.read_text() if rendered.is_file() else None
+
+
 def after(template: Path, version_from: str, name: str) -> None:
     stash = stash_root() / name
     if not (stash / "moves.json").is_file():
         return
     conflicts = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for key, entry in json.loads((stash / "moves.json").read_text()).items():
-            mine, base, path = stash / f"{key}.mine", stash / f"{key}.base", Path(str(entry["target"]))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if entry["rendered"] and path.is_file() and not base.is_file():
-                if mine.read_text() == path.read_text():
-                    continue  # not edited: the template's new file, as copier wrote it
-                old = Path(tmp, "old")
-                if not old.is_dir():
-                    render_old(template, version_from, stash / "answers.yml", old)
-                if (old / str(entry["old"])).is_file():
-                    shutil.copyfile(old / str(entry["old"]), base)
-            if entry["owned"] or not path.is_file() or not base.is_file():
-                shutil.copyfile(mine, path)  # the user's own file, or nothing to merge with: the user's version, moved
-                continue
-            if merge_into(path, mine, base):
-                conflicts.append(str(path))
+    for key, entry in json.loads((stash / "moves.json").read_text()).items():
+        mine, base, path = stash / f"{key}.mine", stash / f"{key}.base", Path(str(entry["target"]))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if entry["owned"] or not path.is_file() or not base.is_file():
+            shutil.copyfile(mine, path)  # the user's own file, or nothing to merge with: the user's version, moved
+            continue
+        if merge_into(path, mine, base):
+            conflicts.append(str(path))
     shutil.rmtree(stash)
     if conflicts:
         print(f"moved files with conflicts to resolve: {', '.join(conflicts)}")

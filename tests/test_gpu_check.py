@@ -139,7 +139,7 @@ def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
                                 "copier") for command in run), run  # fmt: skip
     assert any("--ignore-installed" in command and command.endswith("torch torchvision") for command in run)
     assert any(command.endswith("--no-deps torchcodec==0.17.0") for command in run), run
-    extras = "plots,onnx,tensorboard,mlflow,sweep,decode,shards,timm"  # every optional-dependency group but dev
+    extras = "plots,onnx,tensorboard,mlflow,sweep,decode,shards,timm,audit"  # every optional-dependency group but dev
     assert any(f"-e '.gpu-project[{extras}]'" in command for command in run), run
     suites = [command for command in run if "-m pytest" in command]
     assert len(suites) == 2 and all("TORCH_SCAFFOLD_GPU_CHECK=1" in command for command in suites), suites
@@ -296,8 +296,73 @@ def test_the_environment_holds_the_systems_cuda_torch() -> None:
     assert not any(line.startswith(("torch==2.14", "torchvision==0.29", "torchcodec==")) for line in held)
     assert "torch==2.14.1" in check.constraints_for((None, None), None).splitlines()
     assert check.torchcodec_request(("2.14.1+cu130", "13.0")) == "torchcodec==0.17.0"
-    assert check.torchcodec_request(("2.9.0+cu128", "12.8")) == "torchcodec"  # that torch's release: unknown here
+    assert check.torchcodec_request(("2.11.0+cu130", "13.0")) == "torchcodec==0.17.0"  # torch's stable ABI, 2.11 on
+    assert check.torchcodec_request((None, None)) == "torchcodec==0.17.0"  # constraints.txt's torch comes with it
+    assert check.torchcodec_request(("2.9.0+cu128", "12.8")) is None  # no TorchCodec image decoder loads with it
+    assert check.torchcodec_request(("unknown", "12.8")) == "torchcodec==0.17.0"  # a version.py without a version
     assert check.torch_of() == (torch.__version__, torch.version.cuda)  # read without importing
+
+
+def test_where_no_torchcodec_goes_with_the_torch_each_nvjpeg_row_says_so_and_the_check_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 53: with torch 2.10 no TorchCodec with an image decoder loads (0.16 and later need 2.11), so none is
+    installed (a carried wheel neither) and nvJPEG cannot be checked: the environment's, project's, suites' and
+    benchmark's rows say so in one line each, the nvJPEG tests' skips are counted apart, not as failures, and the
+    table ends naming what was not verified. With a torch that has one, those skips stay red."""
+    check = load("check")
+    monkeypatch.setattr(check, "OUT", tmp_path)
+    monkeypatch.setattr(check, "WHEELS", tmp_path / "wheels")
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "torchcodec-0.17.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    monkeypatch.setattr(check, "torch_of", lambda: ("2.10.0+cu128", "12.8"))
+    skip = f"{check.NEEDS_TORCHCODEC}: TorchCodec 0.17.0 is installed but cannot decode"
+    report = (
+        '<testsuites><testsuite name="pytest"><testcase name="a"/>'
+        f'<testcase name="nvjpeg"><skipped message="{skip}"/></testcase></testsuite></testsuites>'
+    )
+    bench = [{"model": "resnet18", "image_size": 224, "path": "nvjpeg", "skipped": "TorchCodec cannot decode"}]
+
+    class Shell:
+        dry = False
+
+        def __init__(self) -> None:
+            self.commands: list[str] = []
+
+        def run(self, argv: list[Any], *, env: dict[str, str] | None = None, **kwargs: Any) -> int:
+            self.commands.append(" ".join(map(str, argv)))
+            self.env = env
+            junit = next((word for word in map(str, argv) if word.startswith("--junitxml=")), None)
+            if junit:
+                Path(junit.split("=", 1)[1]).write_text(report)
+            if "--out" in argv:
+                Path(argv[argv.index("--out") + 1]).write_text(json.dumps(bench))
+            return 0
+
+    shell = Shell()
+    run = check.Check(shell, gpus=1, workers=1, python=Path(sys.executable))  # type: ignore[arg-type]
+    monkeypatch.setattr(check, "see_this_pythons_packages", lambda python: None)
+    monkeypatch.setattr(check, "VENV", tmp_path / "venv")
+    (tmp_path / "venv").mkdir()
+    rows = {name: check.Row(name) for name in ("environment", "template GPU suite", "benchmark check cases")}
+    check.environment(run, rows["environment"])
+    said = "no TorchCodec with an image decoder loads with torch 2.10.0+cu128 (0.16 and later need torch 2.11"
+    assert rows["environment"].status == "ok" and said in rows["environment"].detail, rows["environment"]
+    installs = [word for command in shell.commands for word in command.split()]
+    assert not any(word.startswith(("torchcodec", "--find-links")) for word in installs), shell.commands  # nor carried
+    check.template_suite(run, rows["template GPU suite"])
+    assert "TORCH_SCAFFOLD_REQUIRE_NVJPEG" not in (shell.env or {}) and shell.env["TORCH_SCAFFOLD_GPU_CHECK"] == "1"
+    suite = rows["template GPU suite"]
+    assert suite.status == "ok" and suite.detail.startswith("1 passed, 1 without TorchCodec (no TorchCodec"), suite
+    check.benchmark(run, rows["benchmark check cases"])
+    bench_row = rows["benchmark check cases"]
+    assert bench_row.status == "ok" and bench_row.below == [("  resnet18@224 nvjpeg", run.nvjpeg_unverified)]
+    text = check.table(list(rows.values()), {"gpus": 1, "names": ["H100"]}, run.nvjpeg_unverified)
+    assert "gpu-check: PASSED; nvJPEG NOT VERIFIED;" in text.splitlines()[0], text
+    assert text.splitlines()[-1].startswith("not verified: nvJPEG decoding, its tests and benchmark case: " + said)
+    run.nvjpeg_unverified = None  # a torch with a TorchCodec: an nvJPEG test that skips is red
+    check.template_suite(run, rows["template GPU suite"])
+    assert rows["template GPU suite"].status == "FAILED" and shell.env["TORCH_SCAFFOLD_REQUIRE_NVJPEG"] == "1"
 
 
 def test_the_project_is_installed_with_every_extra() -> None:
@@ -352,7 +417,7 @@ def test_a_suites_report_counts_skips_as_red_except_too_few_gpus(tmp_path: Path)
         "</testsuite></testsuites>"
     )
     counts, measured = check.junit_counts(report)
-    assert counts == {"passed": 1, "failed": 1, "skipped": 1, "need more GPUs": 1}
+    assert counts == {"passed": 1, "failed": 1, "skipped": 1, "need more GPUs": 1, "without TorchCodec": 0}
     assert measured == [("  a", "nvjpeg_mean = 1.5")]
 
 

@@ -139,6 +139,8 @@ def moved(tmp_path_factory: pytest.TempPathFactory) -> Moved:
 def test_every_edit_reaches_the_new_path_and_nothing_stays_behind(moved: Moved) -> None:
     _, files_moved, project, result, edited = moved
     assert result.returncode == 0, result.stdout + result.stderr  # 1 would mean conflicts
+    edited_files = ", ".join(sorted(new for _, new in MOVED))  # the user edited all three
+    assert f"moving 3 edited file(s) to the v0.10.0 layout: {edited_files}" in result.stdout + result.stderr
     assert f"_commit: {MOVE}" in (project / ".copier-answers.yml").read_text()
     assert conflict_markers(project) == []
     src = project / SRC
@@ -178,6 +180,8 @@ def test_an_unedited_project_gets_the_new_layout(moved: Moved, tmp_path: Path) -
     commit(project, f"generated at {previous}")
     result = update(project)
     assert result.returncode == 0, result.stdout + result.stderr
+    # Nothing edited, nothing named as edited (core/project_defaults.yaml, rendered from the answers, was).
+    assert "edited file" not in result.stdout + result.stderr
     fresh = generate(template, tmp_path / "fresh", vcs_ref=MOVE, package_name=PACKAGE)
     for old, new in MOVED:
         assert not (project / SRC / old).exists(), old
@@ -210,6 +214,8 @@ def test_an_update_from_before_the_first_move_crosses_both(moved: Moved, tmp_pat
     result = update(project)
     # data.py changed much since: the user's lines at its end meet the template's there, a conflict named as such
     assert result.returncode in (0, 1), result.stdout + result.stderr
+    # Of v0.10.0's three files the user edited extensions.py alone: the others are not called edited.
+    assert "moving 1 edited file(s) to the v0.10.0 layout: models/extensions.py\n" in result.stdout + result.stderr
     assert set(conflict_markers(project)) <= {f"{SRC}/data/folders.py"}, result.stdout
     assert not (src / "data.py").exists() and not (src / "extensions.py").exists()
     folders = (src / "data" / "folders.py").read_text()

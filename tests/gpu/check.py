@@ -7,8 +7,11 @@ The steps, each timed, each a row of the table printed at the end:
    without a CUDA build of torch is checked again once the environment has installed one.
 2. environment: ``.gpu-venv``, a venv over the system's site-packages. The system's CUDA torch is used and never
    replaced: pip is held to its version (and torchvision's); a Python without a CUDA torch gets
-   constraints.txt's from the registry. TorchCodec from ``.wheels/`` (make gpu-wheels) where carried, else from
-   the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
+   constraints.txt's from the registry. TorchCodec, the one that goes with this torch (``torchcodec_request``:
+   constraints.txt's, whose image decoders load with torch 2.11 and later), from ``.wheels/`` (make gpu-wheels)
+   where carried, else from the registry (``TORCHCODEC_INDEX``: another index, e.g. PyTorch's CUDA one); pytest.
+   With an older torch none goes with it: nvJPEG is not checked, each nvJPEG row says so in one line, the nvJPEG
+   tests' skips are counted apart, and the table ends naming what was not verified.
 3. project: ``.gpu-project/`` where carried (make gpu-project) and made from this checkout (its answers'
    ``_commit`` is HEAD, and the template has no uncommitted change), else made here by copier, which is installed
    from the registry only for this step and only where this Python lacks it (made beside it, then swapped in:
@@ -65,8 +68,15 @@ MAX_DDP_PROCESSES = 8  # the DDP job's processes: one a GPU, as on one node of 8
 PATH_STREAMS = {"nvjpeg": "GpuDecoded", "prefetch": "Prefetched"}
 # What copier generates the project from (template/PRACTICES.md.jinja includes PRACTICES.md): a change there dates it.
 TEMPLATE_INPUTS = ("template", "copier.yml", "PRACTICES.md")
-# Set for the suites: a GPU test that skips fails (the generated conftest and tests/conftest.py read it).
+# Set for the suites: a GPU test that skips fails (the generated conftest and tests/conftest.py read it); the second
+# one, where a TorchCodec that goes with this torch was installed: an nvJPEG test that cannot decode fails too.
 SWITCH = {"TORCH_SCAFFOLD_GPU_CHECK": "1", "TORCH_SCAFFOLD_REQUIRE_NVJPEG": "1"}
+# TorchCodec's image decoders (0.16 and later: the decode extra's floor) are built against torch's stable ABI as of
+# torch 2.11 and load with it and every later torch; no TorchCodec with an image decoder loads with an older one
+# (each earlier release was built for one torch minor). The generated package says the same (data/codec.py).
+CODEC_TORCH = (2, 11)
+# What the generated tests skip with where TorchCodec cannot decode (their conftest's NEEDS_TORCHCODEC).
+NEEDS_TORCHCODEC = "needs TorchCodec (the decode extra)"
 DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
 
 
@@ -211,14 +221,30 @@ def constraints_for(system_torch: tuple[str | None, str | None], torchvision: st
     return "\n".join(line for line in pins if not line.startswith("torchcodec==")) + "\n"
 
 
-def torchcodec_request(system_torch: tuple[str | None, str | None]) -> str:
-    """constraints.txt's TorchCodec where the torch is the one it was built with; else the newest (it names no
-    torch requirement: which release matches another torch is TorchCodec's table, not known here)."""
+def torch_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch version: ``2.14.1+cu130`` is (2, 14); None where it says none (``unknown``)."""
+    numbers = re.findall(r"\d+", version)
+    return (int(numbers[0]), int(numbers[1])) if len(numbers) >= 2 else None
+
+
+def torchcodec_request(system_torch: tuple[str | None, str | None]) -> str | None:
+    """The TorchCodec that goes with this torch: constraints.txt's (the release built with its torch, and built on
+    torch's stable ABI: it loads with every torch from ``CODEC_TORCH`` on); None where none does (an older torch).
+    Without a system torch, constraints.txt's torch is installed: its own TorchCodec."""
     pins = dict(line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
-    version = system_torch[0]
-    if version is None or version.split("+")[0] == pins["torch"]:
-        return f"torchcodec=={pins['torchcodec']}"
-    return "torchcodec"
+    release = torch_release(system_torch[0]) if system_torch[0] else None
+    if release is not None and release < CODEC_TORCH:
+        return None
+    return f"torchcodec=={pins['torchcodec']}"
+
+
+def no_torchcodec(version: str | None) -> str:
+    """What the nvJPEG rows say where no TorchCodec goes with this torch (``torchcodec_request`` None)."""
+    floor = ".".join(map(str, CODEC_TORCH))
+    return (
+        f"no TorchCodec with an image decoder loads with torch {version} (0.16 and later need torch {floor} or "
+        "later; the README's TorchCodec table): nvJPEG not checked"
+    )
 
 
 @dataclass
@@ -232,6 +258,15 @@ class Check:
     python: Path = VENV / "bin" / "python"
     fatal: str | None = None  # set by a step after which nothing else can run (no environment, no project)
     codec_installed: bool = True  # TorchCodec: without it the decode extra is left out (its tests then fail)
+    # Why nvJPEG cannot be checked here (no TorchCodec goes with this torch): its rows say so, the end names it.
+    nvjpeg_unverified: str | None = None
+
+    @property
+    def switch(self) -> dict[str, str]:
+        """The suites' environment: nvJPEG required where a TorchCodec that goes with this torch was installed."""
+        if self.nvjpeg_unverified is None:
+            return dict(SWITCH)
+        return {key: value for key, value in SWITCH.items() if key != "TORCH_SCAFFOLD_REQUIRE_NVJPEG"}
 
     def pip(self, *args: str, limit_key: str = "environment") -> int:
         """pip install into the environment: its own pip, or this Python's (``--python``) where it has none."""
@@ -285,16 +320,21 @@ def environment(check: Check, row: Row) -> None:
             row.status = "FAILED"
             return
     codes.append(check.pip("-c", str(constraints), "pytest", "pytest-xdist"))
-    if sorted(WHEELS.glob("torchcodec-*.whl")):
+    request = torchcodec_request(system_torch)
+    if request is None:  # none goes with this torch: not installed, carried or not (it could not load)
+        check.codec_installed, codec_code = False, 0
+        check.nvjpeg_unverified = no_torchcodec(system_torch[0])
+        codec = check.nvjpeg_unverified
+    elif sorted(WHEELS.glob("torchcodec-*.whl")):
         codec_code = check.pip("--no-index", "--no-deps", "--find-links", str(WHEELS), "torchcodec")
         codec = f"TorchCodec from {WHEELS.name}/"
     else:
         index = os.environ.get("TORCHCODEC_INDEX", "")
-        request = torchcodec_request(system_torch)
         codec_code = check.pip("--no-deps", *(["--index-url", index] if index else []), request)
         codec = f"{request} from {index or 'the registry'}"
-    check.codec_installed = codec_code == 0
-    codec += "" if codec_code == 0 else " FAILED (the nvJPEG tests will fail)"
+    if request is not None:
+        check.codec_installed = codec_code == 0
+        codec += "" if codec_code == 0 else " FAILED (the nvJPEG tests will fail)"
     used = f"system torch {system_torch[0]}" if system_torch[1] else "torch from the registry"
     row.status = "ok" if not any([*codes, codec_code]) else "FAILED"
     row.detail = f"{VENV.name}: {used}; {codec}"
@@ -341,11 +381,14 @@ def project(check: Check, row: Row) -> None:
         check.pip("-c", str(VENV / "constraints.txt"), "-e", f"{PROJECT}[{','.join(extras)}]", limit_key="project")
     )
     facts = {} if check.shell.dry or any(codes) else probe(check.python, check.shell, nvjpeg=True)
-    if "nvjpeg_failure" not in facts:  # nothing installed, or no GPU to decode on
+    if check.nvjpeg_unverified is not None:
+        decodes = check.nvjpeg_unverified
+    elif "nvjpeg_failure" not in facts:  # nothing installed, or no GPU to decode on
         decodes = f"nvJPEG not probed{': ' + facts['refused'] if facts.get('refused') else ''}"
     else:
         decodes = facts["nvjpeg_failure"] or "nvJPEG decodes on cuda:0"
-    row.status = "ok" if not any(codes) and check.codec_installed else "FAILED"
+    codec_ok = check.codec_installed or check.nvjpeg_unverified is not None
+    row.status = "ok" if not any(codes) and codec_ok else "FAILED"
     row.detail = f"{made}, installed with {', '.join(extras)}; {decodes}"
 
 
@@ -429,9 +472,10 @@ def junit_counts(path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """(outcome counts; the figures the tests measured and recorded) from pytest's JUnit XML.
 
     A test skipped because the machine has too few GPUs (the ``gpus`` marker: "needs 2 GPUs, ...") is counted
-    apart: the only skip the switch allows.
+    apart: a skip the switch allows; so is one for want of TorchCodec (allowed only where none goes with this
+    torch: ``suite`` decides).
     """
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "need more GPUs": 0}
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "need more GPUs": 0, "without TorchCodec": 0}
     measured: list[tuple[str, str]] = []
     if not path.exists():
         return counts, measured
@@ -440,8 +484,10 @@ def junit_counts(path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
         if case.find("failure") is not None or case.find("error") is not None:
             counts["failed"] += 1
         elif skipped is not None:
-            fewer = re.search(r"needs \d+ GPUs, this machine has", skipped.get("message", ""))
-            counts["need more GPUs" if fewer else "skipped"] += 1
+            message = skipped.get("message", "")
+            fewer = re.search(r"needs \d+ GPUs, this machine has", message)
+            kind = "need more GPUs" if fewer else "without TorchCodec" if NEEDS_TORCHCODEC in message else "skipped"
+            counts[kind] += 1
         else:
             counts["passed"] += 1
         for prop in case.iter("property"):
@@ -452,11 +498,16 @@ def junit_counts(path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
 def suite(check: Check, row: Row, argv: list[str], cwd: Path, report: Path) -> None:
     """A pytest run under the switch; ok when it exits 0 having passed tests and skipped none it could run."""
     report.unlink(missing_ok=True)
-    env = {**SWITCH, "GPU_PROJECT": str(PROJECT)}
+    env = {**check.switch, "GPU_PROJECT": str(PROJECT)}
     code = check.shell.run([*argv, f"--junitxml={report}"], cwd=cwd, env=env, limit=HANG_S["suite"])
     counts, row.below = junit_counts(report)
-    row.status = "ok" if code == 0 and counts["passed"] > 0 and not counts["skipped"] else "FAILED"
+    # Skipped for want of TorchCodec: only where none goes with this torch (else the switch made them fail).
+    codec_skips = counts["without TorchCodec"] and check.nvjpeg_unverified is None
+    skips = counts["skipped"] or codec_skips
+    row.status = "ok" if code == 0 and counts["passed"] > 0 and not skips else "FAILED"
     row.detail = ", ".join(f"{n} {what}" for what, n in counts.items() if n) or f"exit status {code}, no report"
+    if counts["without TorchCodec"] and check.nvjpeg_unverified is not None:
+        row.detail += f" ({check.nvjpeg_unverified})"
 
 
 def template_suite(check: Check, row: Row) -> None:
@@ -512,13 +563,17 @@ def benchmark(check: Check, row: Row) -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-check-bench-") as cache:  # its runs' caches, gone after it
         code = check.shell.run(bench, env={"XDG_CACHE_HOME": cache}, limit=HANG_S["benchmark"])
     cases = json.loads(report.read_text()) if report.exists() else []
-    astray = [case for case in cases if path_problem(case)]
+    unverified = check.nvjpeg_unverified
+    astray = [case for case in cases if path_problem(case) and not (unverified and case["path"] == "nvjpeg")]
     row.status = "ok" if code == 0 and cases and not astray else "FAILED"
     row.detail = f"{len(cases)} cases" if cases else f"exit status {code}"
     row.detail += f", {len(astray)} not on the path they name" if astray else ""
     for case in cases:
         name = f"  {case['model']}@{case['image_size']}" + ("" if case["path"] == "auto" else f" {case['path']}")
         problem = path_problem(case)
+        if problem and unverified and case["path"] == "nvjpeg":  # no TorchCodec goes with this torch: said once
+            row.below.append((name, unverified))
+            continue
         if problem:
             row.below.append((name, f"FAILED: {problem}"))
             continue
@@ -545,11 +600,13 @@ def path_problem(case: dict) -> str | None:
     return None
 
 
-def table(rows: list[Row], facts: dict) -> str:
-    """The one table the check ends with: a line for the machine, a row per step, its findings below it."""
+def table(rows: list[Row], facts: dict, unverified: str | None = None) -> str:
+    """The one table the check ends with: a line for the machine, a row per step, its findings below it, and
+    what it could not verify (``unverified``: nvJPEG, where no TorchCodec goes with this torch)."""
     names = ", ".join(sorted(set(facts.get("names", [])))) or "no GPU"
     red = [row.step for row in rows if row.red]
     verdict = "PASSED" if not red else f"FAILED ({', '.join(red)})"
+    verdict += "; nvJPEG NOT VERIFIED" if unverified else ""
     verdict = "DRY RUN, nothing ran" if any(row.status == "dry run" for row in rows) else verdict
     machine = f"{facts.get('gpus', 0)} x {names}, driver {driver_version()}"
     head = f"gpu-check: {verdict}; {machine}, torch {facts.get('torch')} (CUDA {facts.get('cuda')})"
@@ -561,7 +618,8 @@ def table(rows: list[Row], facts: dict) -> str:
     cells = [[*(cell.ljust(w) for cell, w in zip(line[:3], widths, strict=True)), line[3]] for line in lines]
     text = ["  ".join(line).rstrip() for line in cells]
     total = sum(row.seconds for row in rows)
-    return "\n".join([head, *text, f"total {total:.0f} s"])
+    gaps = [f"not verified: nvJPEG decoding, its tests and benchmark case: {unverified}"] if unverified else []
+    return "\n".join([head, *text, f"total {total:.0f} s", *gaps])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -596,7 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.step("DDP job", lambda row: ddp_job(check, row))
     check.step("benchmark check cases", lambda row: benchmark(check, row))
     print()
-    print(table(check.rows, facts))
+    print(table(check.rows, facts, check.nvjpeg_unverified))
     return 1 if any(row.red for row in check.rows) and not shell.dry else 0
 
 

@@ -56,6 +56,7 @@ torch.cuda.device_count = lambda: GPUS
 torch.cuda.get_device_capability = lambda device=None: (9, 0)
 torch.cuda.get_device_name = lambda device=None: "fake GPU"
 torch.cuda.is_bf16_supported = lambda including_emulation=True: True
+torch.cuda.set_device = lambda device: None  # select_device makes its GPU current: there is none to make so here
 
 # load_config is replaced before any other module of the package is imported: those that import it by name
 # (inference, sweeps) then hold the recording one.

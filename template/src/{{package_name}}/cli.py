@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | export | sweep | sample-data | pack-shards.
+"""Command line: train | evaluate | predict | similar | audit | export | sweep | sample-data | pack-shards.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .core.arguments import DEFAULT_CONFIG, add_config_options, add_train_options, parse_arguments
 from .core.errors import UserError
 from .training.preemption import EXIT_PREEMPTED, Preempted
-
-DEFAULT_CONFIG = "configs/default.yaml"
 
 
 def positive_int(text: str) -> int:
@@ -30,23 +29,6 @@ def program_name() -> str:
     """What the user typed: the console script's name, or ``python -m <package>``."""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     return f"python -m {__package__}" if script in ("", "__main__.py", "-c") else script
-
-
-def add_config_options(command: argparse.ArgumentParser, default: str) -> None:
-    command.add_argument(
-        "--config",
-        action="append",
-        metavar="FILE",
-        help=f"YAML config file; repeat it to lay a recipe over a base, later files winning (default: {default})",
-    )
-    command.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one config key, e.g. --set optim.lr=0.01 (repeatable)",
-    )
 
 
 def add_checkpoint_command(commands: Any, name: str, about: str) -> argparse.ArgumentParser:
@@ -67,17 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a model")
-    add_config_options(train, DEFAULT_CONFIG)
-    train.add_argument("--resume", metavar="auto|PATH", help="continue from out_dir/last.pt (auto) or a checkpoint")
+    add_train_options(commands.add_parser("train", help="train a model"))
 
-    evaluate = add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
-    evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
-    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
-    evaluate.add_argument(
-        "--confusion",
-        metavar="PATH",
-        help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
+    add_evaluate_arguments(
+        add_checkpoint_command(commands, "evaluate", "loss, top-1 accuracy and per-class precision/recall/F1")
     )
 
     predict = add_checkpoint_command(commands, "predict", "top-k classes for image files, or every image in folders")
@@ -100,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("--k", type=int, default=5, help="neighbours to list per query (default: 5)")
     similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
     similar.add_argument("queries", nargs="+", metavar="QUERY")
+
+    add_audit_arguments(commands.add_parser("audit", help="find duplicates, label errors, outliers and imbalance"))
 
     export = add_checkpoint_command(commands, "export", "write a deployable model: TorchScript, torch.export or ONNX")
     export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
@@ -129,6 +106,33 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--trials", type=positive_int, required=True, help="trials the study should hold in all")
     sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///<out_dir>/optuna.db)")
     sweep.add_argument("--study", default="sweep", help="study name in the storage (default: sweep)")
+
+
+def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
+    evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
+    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
+    evaluate.add_argument(
+        "--confusion",
+        metavar="PATH",
+        help="confusion-matrix PNG (default: confusion_matrix.png beside the checkpoint; '' for none)",
+    )
+    evaluate.add_argument(
+        "--top-losses",
+        metavar="PATH",
+        help="PNG of the images with the highest loss (default: top_losses.png beside the checkpoint; '' for none)",
+    )
+
+
+def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
+    add_config_options(audit, f"{DEFAULT_CONFIG}, or the checkpoint's with --checkpoint")
+    audit.add_argument("--checkpoint", help="embed with a trained checkpoint (default: model.pretrained_weights)")
+    audit.add_argument("--out", metavar="DIR", help="where the CSVs and pictures go (default: <train.out_dir>/audit)")
+    audit.add_argument(
+        "--near-duplicate-similarity",
+        type=float,
+        metavar="COSINE",
+        help="embeddings at least this similar are near duplicates (default: data/findings.py, docs/audit.md)",
+    )
 
 
 def sample_data_command(args: argparse.Namespace) -> int:
@@ -185,15 +189,24 @@ def load_checkpoint_for(args: argparse.Namespace) -> Any:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     from .core.provenance import one_line as provenance_line
-    from .outputs.evaluation_report import default_confusion_path, report_extras
+    from .outputs.evaluation_report import default_confusion_path, format_confused, report_extras, save_top_losses
     from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
-    result = run_evaluate(loaded, args.split, progress=loaded.config.train.progress and sys.stderr.isatty())
+    losses = (
+        default_confusion_path(args.checkpoint, args.split, "top_losses")
+        if args.top_losses is None
+        else args.top_losses
+    )
+    show = loaded.config.train.progress and sys.stderr.isatty()
+    result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
     picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
     print(report_extras(result["confusion"], loaded.classes, args.csv, picture))
+    print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
+    if losses:
+        print(save_top_losses(result, loaded.classes, losses))  # and file by file
     return 0
 
 
@@ -216,6 +229,17 @@ def similar_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def audit_command(args: argparse.Namespace) -> int:
+    """The audit: CSVs, pictures and a summary table; it never moves or deletes a file."""
+    from .commands.audit import run_audit
+    from .data.findings import NEAR_DUPLICATE_SIMILARITY
+
+    configs = args.config or ([] if args.checkpoint else [DEFAULT_CONFIG])  # a checkpoint brings its own config
+    similarity = args.near_duplicate_similarity or NEAR_DUPLICATE_SIMILARITY
+    print(run_audit(configs, args.overrides, args.checkpoint, args.out, similarity))
+    return 0
+
+
 def export_command(args: argparse.Namespace) -> int:
     from .commands.export import export_checkpoint
 
@@ -231,6 +255,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "evaluate": evaluate_command,
     "predict": predict_command,
     "similar": similar_command,
+    "audit": audit_command,
     "export": export_command,
     "sweep": sweep_command,
     "sample-data": sample_data_command,
@@ -250,15 +275,7 @@ def one_line(error: UserError) -> str:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """argparse, plus the one mistake it would misreport: ``--set train.epochs 3`` (a space, not ``=``)."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        bare = [item for item in getattr(args, "overrides", []) if "=" not in item]
-        if bare:
-            parser.exit(2, f"error: --set {bare[0]} {extra[0]}: use KEY=VALUE, e.g. --set {bare[0]}={extra[0]}\n")
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args
+    return parse_arguments(build_parser(), argv)
 
 
 def entry() -> None:

@@ -1,24 +1,22 @@
 """Similarity search: which training images does the network find most like a query?
 
-P10: the classification head is replaced by ``nn.Identity``, so the network
-returns its embedding. P17: embeddings are L2-normalized with ``F.normalize``,
-and cosine similarity is then one matrix product, never a Python loop.
+The embeddings are ``models/embeddings.py``'s (P10: the head replaced by
+``nn.Identity``; P17: unit length), as ``audit`` computes them; cosine
+similarity is then one matrix product, never a Python loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from ..core.device import autocast
 from ..core.errors import UserError
 from ..data.folders import build_transform, check_split, split_dataset
 from ..data.loaders import build_loader
+from ..models.embeddings import embed, without_head
 from ..training.inference import Loaded, read_input
 
 
@@ -27,23 +25,6 @@ class Match:
     path: str
     label: str
     similarity: float
-
-
-def without_head(model: nn.Module) -> nn.Module:
-    """P10: the same network returning embeddings; the loaded classifier is changed in place."""
-    model.head = nn.Identity()
-    return model.eval()
-
-
-def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str) -> torch.Tensor:
-    """Unit-length embeddings (P17: ``F.normalize``), one row per image, computed batch by batch."""
-    chunks = []
-    with torch.inference_mode():  # P11: no graph and no autograd bookkeeping for a pass that only reads
-        for images in batches:
-            with autocast(device, precision):
-                features = model(images.to(device, non_blocking=True))
-            chunks.append(F.normalize(features.float(), dim=1))
-    return torch.cat(chunks)
 
 
 def top_k(queries: torch.Tensor, index: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -198,7 +198,7 @@ def load_model_state(
     reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
     if missing or unexpected or reshaped:
         differences = model_differences(*models) if models else ""
-        detail = differences or tensor_differences(missing, unexpected, reshaped, state, target)
+        detail = differences or tensor_differences(missing, unexpected, shapes(reshaped, state, target), "checkpoint")
         fix = "use the model settings it was trained with" + (" (--set KEY=VALUE)" if differences else "")
         raise UserError(f"{source} does not fit this model ({detail}): {fix}")
     unwrap(model).load_state_dict(state)
@@ -212,22 +212,30 @@ def model_differences(saved: Any, ours: Any) -> str:
 
 
 def tensor_differences(
-    missing: list[str],
-    unexpected: list[str],
-    reshaped: list[str],
-    state: dict[str, torch.Tensor],
-    target: dict[str, torch.Tensor],
+    missing: list[str], unexpected: list[str], reshaped: list[tuple[str, list[int], list[int]]], source: str = "file"
 ) -> str:
-    """Counts and the first few whole names, so the message stays one readable line."""
+    """What keeps ``source``'s tensors from a model, in one readable line: a size mismatch first (``reshaped``:
+    name, its shape in the source, in the model), in torch's words, as it is what another architecture's weights
+    usually show; then counts and the first few names of the tensors either side lacks."""
 
     def few(names: list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
-    parts = [f"{len(missing)} tensor(s) missing: {few(missing)}"] if missing else []
-    parts += [f"{len(unexpected)} unexpected: {few(unexpected)}"] if unexpected else []
-    shapes = [f"{k} {list(state[k].shape)} in the file, {list(target[k].shape)} here" for k in reshaped]
-    parts += [f"{len(reshaped)} of another shape: {few(shapes)}"] if reshaped else []
+    parts = []
+    if reshaped:
+        name, theirs, ours = reshaped[0]
+        more = f" and {len(reshaped) - 1} more" if len(reshaped) > 1 else ""
+        parts.append(f"size mismatch for {name} ({source} {theirs}, model {ours}){more}")
+    if missing:
+        parts.append(f"{len(missing)} of the model's tensors missing from the {source}: {few(missing)}")
+    if unexpected:
+        parts.append(f"{len(unexpected)} tensor{'s' if len(unexpected) > 1 else ''} the model lacks: {few(unexpected)}")
     return "; ".join(parts)
+
+
+def shapes(names: list[str], state: dict[str, torch.Tensor], target: dict[str, torch.Tensor]) -> list[Any]:
+    """(name, its shape in ``state``, in ``target``) for each name: ``tensor_differences``' size mismatches."""
+    return [(name, list(state[name].shape), list(target[name].shape)) for name in names]
 
 
 def rng_state(
@@ -339,17 +347,24 @@ def find_resume_state(
     return None
 
 
-def load_matching(model: nn.Module, path: str | Path) -> str:
+def load_matching(model: nn.Module, path: str | Path, name: str = "") -> str:
     """Fine-tuning start: copy the tensors whose names and shapes match; report the rest.
 
     Meant for ``model.init_from``, where another class list or a changed head
-    is expected; resuming instead demands an exact fit.
+    is expected; resuming instead demands an exact fit. ``name``: this run's
+    model.name, for the message when nothing fits.
     """
-    weights = weights_of(read_checkpoint(path))
+    checkpoint = read_checkpoint(path)
+    weights = weights_of(checkpoint)
     target = unwrap(model).state_dict()
     matching = with_metadata({k: v for k, v in weights.items() if k in target and v.shape == target[k].shape}, weights)
     if not matching:
-        raise UserError(f"model.init_from {path}: no tensor fits this model; check model.name")
+        saved = (checkpoint.get("config") or {}).get("model", {}).get("name")  # a bare state_dict has no config
+        trained = f" (it was trained as model.name {saved})" if saved else ""
+        raise UserError(
+            f"model.init_from {path}: no tensor fits model.name {name or 'of this config'}{trained}: "
+            "set model.name to the checkpoint's, or start from a checkpoint of this model.name"
+        )
     unwrap(model).load_state_dict(matching, strict=False)
     skipped = sorted(set(target) - set(matching))
     shown = ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else "")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,8 @@ from typing import Any
 import yaml
 
 from . import PACKAGE
-from .config_files import MOVED, merge, parse_override, read_yaml, set_dotted, upgrade
-from .config_rules import check_value, coerce, option, options, rules
+from .config_files import merge, parse_override, read_yaml, set_dotted, unknown_key, upgrade
+from .config_rules import coerce, config_error, option, rules, value_problems
 from .errors import UserError
 
 CONFIG_VERSION = 1
@@ -316,7 +315,9 @@ def load_config(
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:
-    config = _build(Config, raw, prefix="")
+    """Type and check ``raw``: every unknown key and bad value is named in one error, not the first alone."""
+    problems: list[str] = []  # each a sentence naming a key and its fix; raised together below
+    config = _build(Config, raw, prefix="", problems=problems)
     if config.version > CONFIG_VERSION:
         raise UserError(
             f"config version {config.version} is newer than this code understands ({CONFIG_VERSION}): "
@@ -324,6 +325,9 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
         )
     if config.model.pretrained_weights is None:
         fill_plain_preprocessing(config)  # before the checks: a mean of one value needs a std of one too
+    if problems:  # a key left out above stays at its default: the checks below judge only the values given
+        problems += value_problems(config)
+        raise config_error(problems)
     validate(config)
     return config
 
@@ -340,48 +344,55 @@ def fill_plain_preprocessing(config: Config) -> None:
                 setattr(section, key, copy.copy(value))
 
 
-def _build(cls: type, raw: Any, prefix: str) -> Any:
+def _build(cls: type, raw: Any, prefix: str, problems: list[str]) -> Any:
+    """The dataclass ``cls`` from ``raw``; a key that is unknown or of the wrong type is added to ``problems`` and
+    left at its default, so that one pass names every such key."""
     where = prefix.rstrip(".") or "the config"
     if not isinstance(raw, dict):
-        raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+        if not prefix:  # no sections to look into
+            raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+        problems.append(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+        return cls()
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     values = {}
     for key, value in raw.items():
         if key not in hints:
-            if f"{prefix}{key}" in MOVED:
-                new = MOVED[f"{prefix}{key}"]
-                raise UserError(
-                    f"config key {prefix}{key} moved to {new}: write {new} instead "
-                    "(copier update rewrites the project's configs/*.yaml)"
-                )
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
-            raise UserError(f"unknown config key {prefix}{key}: {hint}")
+            problems.append(unknown_key(f"{prefix}{key}", names, prefix))
+            continue
         kind = hints[key]
         if dataclasses.is_dataclass(kind):
-            values[key] = _build(kind, value, f"{prefix}{key}.")
-        else:
+            values[key] = _build(kind, value, f"{prefix}{key}.", problems)
+            continue
+        try:
             values[key] = coerce(value, kind, f"{prefix}{key}")
+        except UserError as error:
+            problems.append(str(error))
     return cls(**values)
 
 
 def validate(config: Config) -> None:
-    """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together."""
-    for key, item, value in options(config):
-        problem = check_value(value, item.metadata)
-        if problem:
-            raise UserError(f"{key} {problem}")
+    """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together: every
+    broken one named in one error."""
+    problems = value_problems(config) + joint_problems(config)
+    if problems:
+        raise config_error(problems)
+
+
+def joint_problems(config: Config) -> list[str]:
+    """The rules that tie keys together."""
+    problems = []
     model = config.model
     if model.mean is not None and model.std is not None and (len(model.mean) != len(model.std) or not model.std):
-        raise UserError("model.mean and model.std need one value per channel, std > 0")
+        problems.append("model.mean and model.std need one value per channel, std > 0")
     if model.freeze_backbone and model.pretrained_weights is None and model.init_from is None:
-        raise UserError(
+        problems.append(
             "model.freeze_backbone: true without model.pretrained_weights (or model.init_from) would train a head on "
             "a random backbone that never learns: set model.pretrained_weights, or model.freeze_backbone: auto"
         )
     if model.unfreeze_at_epoch and not model.freeze_backbone:
-        raise UserError(
+        problems.append(
             f"model.unfreeze_at_epoch {model.unfreeze_at_epoch} unfreezes a backbone that is not frozen: "
             "set model.freeze_backbone: true (frozen until then), or model.unfreeze_at_epoch: 0"
         )
+    return problems

@@ -9,6 +9,7 @@ new place from a checkpoint's config.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,19 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
             value = section.pop(old_key)
             raw.setdefault(new_section, {}).setdefault(new_key, value)
     return raw
+
+
+def unknown_key(key: str, names: list[str], prefix: str) -> str:
+    """The problem with a key its section lacks: where it moved, else the nearest valid key."""
+    if key in MOVED:
+        new = MOVED[key]
+        return (
+            f"config key {key} moved to {new}: write {new} instead "
+            "(copier update rewrites the project's configs/*.yaml)"
+        )
+    close = difflib.get_close_matches(key.rpartition(".")[2], names, n=1)
+    hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(names)}"
+    return f"unknown config key {key}: {hint}"
 
 
 CONFLICT_MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>)( |$)", re.MULTILINE)

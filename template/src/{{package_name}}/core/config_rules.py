@@ -103,6 +103,20 @@ def check_value(value: Any, rules: typing.Mapping[str, Any]) -> str:
     return ""
 
 
+def value_problems(config: Any) -> list[str]:
+    """Each key of a config dataclass against its own rules (its field's choices and bounds), as sentences."""
+    return [
+        f"{key} {problem}" for key, item, value in options(config) if (problem := check_value(value, item.metadata))
+    ]
+
+
+def config_error(problems: list[str]) -> UserError:
+    """One line for one problem or several: a file with two typos names both, so one edit fixes the file."""
+    if len(problems) == 1:
+        return UserError(problems[0])
+    return UserError(f"{len(problems)} config problems: " + "; ".join(problems))
+
+
 INTERVAL = re.compile(r"^([\[(])\s*([^,]+?)\s*,\s*([^,]+?)\s*([\])])$")
 
 

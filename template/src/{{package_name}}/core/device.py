@@ -44,7 +44,11 @@ class Compute:
 def select_device(name: str = "auto", local_rank: int = 0) -> torch.device:
     """P6: one device, chosen once at start; everything else uses it.
 
-    Under torchrun each process takes the GPU of its local rank.
+    Under torchrun each process takes the GPU of its local rank. A GPU is
+    made this process's current CUDA device, in one process too (``cuda:1``):
+    what asks for no device, such as the DataLoader's pin-memory thread,
+    takes the current one, and would otherwise start a context on GPU 0
+    (about 0.5 GB of another GPU's memory).
     """
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
@@ -63,6 +67,7 @@ def select_device(name: str = "auto", local_rank: int = 0) -> torch.device:
             f"{device} does not exist: this machine has {count} GPU(s). Use cuda:0 to cuda:{count - 1}, "
             f"or under torchrun at most --nproc_per_node={count}, or train.device=cpu"
         )
+    torch.cuda.set_device(device.index)  # before NCCL starts under torchrun, before any loader pins memory
     return device
 
 

@@ -82,11 +82,11 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
             "(each process takes the GPU of its local rank; choose GPUs with CUDA_VISIBLE_DEVICES)"
         )
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
-    world = replace(world, device=select_device(device, world.local_rank))  # one-line errors for a missing GPU
+    # One-line errors for a missing GPU; on a GPU, it becomes this process's current device (torch.cuda.set_device)
+    # before NCCL starts, so each rank talks from its own GPU.
+    world = replace(world, device=select_device(device, world.local_rank))
     if not dist.is_initialized():
         on_gpu = world.device.type == "cuda"  # type: ignore[union-attr]
-        if on_gpu:
-            torch.cuda.set_device(world.local_rank)  # before NCCL starts, so each rank talks from its own GPU
         # A process that waits longer than this at a collective (a rank died or hangs) raises instead of
         # waiting forever; train() turns that into one line naming this rank.
         wait = datetime.timedelta(seconds=timeout)
@@ -321,7 +321,8 @@ def wrap_model(
     optimizer splits the compiled graph at DDP's gradient buckets, so each
     bucket's all-reduce starts while the backward goes on (compiled inside DDP,
     the all-reduce waited for the whole compiled backward). DataParallel is
-    never compiled (``data_parallel_ids`` refuses the pair).
+    never compiled (``data_parallel_ids`` refuses the pair). Each compile
+    starts from empty caches (``forget_compiled``).
     """
     wrapped = model
     if world is not None and world.distributed:
@@ -329,7 +330,31 @@ def wrap_model(
         wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     elif len(device_ids) > 1:
         wrapped = DataParallel(model, device_ids, autocast_dtype)
-    return torch.compile(wrapped) if compile else wrapped
+    if not compile:
+        return wrapped
+    forget_compiled()
+    return torch.compile(wrapped)
+
+
+def forget_compiled() -> None:
+    """Drop every graph dynamo has compiled in this process, before the model is compiled (again).
+
+    A new ``torch.compile`` wrapper alone is not enough: dynamo keeps its
+    graphs on the code objects (the model's ``forward``, DDP's, the functions
+    that resume after a graph break), not on the wrapper, and reuses one
+    whose guards pass. Some torch versions skip the guard on a parameter's
+    ``requires_grad`` when the module's parameter dict is unchanged
+    (pytorch/pytorch#139476; fixed by #177158, March 2026, while
+    ``pyproject.toml`` admits torch 2.4): after ``model.unfreeze_at_epoch``
+    they would run the graph traced with the backbone frozen, which computes
+    no gradient for it (under DDP, the new wrapper then waits for gradients
+    that never come). ``torch.compiler.reset`` is the narrowest call that
+    reaches them all: ``torch._dynamo.reset_code`` takes one code object,
+    and the trainer cannot name the ones a graph break made. Only the
+    trainer compiles in its process; what is dropped is compiled again on
+    its first call (inductor's kernels from its on-disk cache).
+    """
+    torch.compiler.reset()
 
 
 def sync_batchnorm(model: nn.Module, world: World, device: torch.device) -> nn.Module:

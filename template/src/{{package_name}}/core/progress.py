@@ -5,15 +5,18 @@ within ``DELAY`` seconds says nothing. Past that, a terminal gets a tqdm bar
 and a log file a line every ``EVERY`` seconds with the count and the rate, and
 one when the phase ends, so that a start of minutes never looks like a hang.
 An epoch's batches (``TrainingProgress``) get a bar, or a line every
-``LINE_EVERY`` seconds, and the run one estimate of its length. The caller
-decides who reports (the main process, with ``train.progress`` on).
+``LINE_EVERY`` seconds, and the run an estimate of its length: once, and
+again after each change of pace (``PaceChange``: the backbone starts
+training). The caller decides who reports (the main process, with
+``train.progress`` on).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tqdm import tqdm
@@ -118,21 +121,45 @@ class Totals(Protocol):
     def mean_loss(self) -> float: ...  # a host sync
 
 
+@dataclass(frozen=True)
+class PaceChange:
+    """An epoch from which a batch takes another time (the backbone starts training: its backward pass too). The
+    estimate made before it says so, and is measured again from there."""
+
+    epoch: int
+    ahead: str  # what happens, said before: "the backbone starts training"
+    behind: str  # and after: "the backbone started training"
+
+
+Advice = Callable[[float, float], str]  # (seconds an epoch, seconds left) -> a line to add to the estimate, or ""
+
+
 class TrainingProgress:
     """An epoch's batches, shown as they train: a tqdm bar with the loss on a terminal, a line every ``LINE_EVERY``
-    seconds in a log; and once a run, after its first batches, how long an epoch and the rest of the run take.
+    seconds in a log; and after the run's first batches, how long an epoch and the rest of the run take, measured
+    again after each ``PaceChange``.
 
     The loss is a host sync (P5): the bar reads it every ``train.log_every``
     optimizer steps, a log once a line. Nothing is read or printed where
     ``show`` is off (another process than the main one, ``train.progress=false``).
+    ``advice``: a line the first long estimate adds (how to shorten a quick start).
     """
 
-    def __init__(self, train: TrainConfig, show: bool, per_epoch: int) -> None:
+    def __init__(
+        self,
+        train: TrainConfig,
+        show: bool,
+        per_epoch: int,
+        changes: Sequence[PaceChange] = (),
+        advice: Advice | None = None,
+    ) -> None:
         self.show, self.epochs, self.per_epoch = show and train.progress, train.epochs, per_epoch
         self.every = train.log_every * train.accumulate_steps  # batches between two reads of the loss for a bar
         self.bars = self.show and sys.stderr.isatty()
-        self.estimated = False  # the run's estimate: said once
-        self.timed_from: tuple[float, int] | None = None  # (when, batches trained then): after the run's first batch
+        self.changes, self.advice = sorted(changes, key=lambda change: change.epoch), advice
+        self.estimated = False  # the estimate of the current pace: said once
+        self.again = ""  # the change the pace is measured again after, once its estimate was said
+        self.timed_from: tuple[float, int] | None = None  # (when, batches trained then): after the pace's first batch
         self.trained = 0  # batches trained by this process, all epochs
 
     def epoch(self, batches: Iterable[Any], epoch: int, totals: Totals, lr: Callable[[], float]) -> Iterator[Any]:
@@ -141,6 +168,7 @@ class TrainingProgress:
         if not self.show:
             yield from batches
             return
+        self.pace_changes_at(epoch)
         loss, done = totals.mean_loss, totals.batches
         shown = bar(batches, f"epoch {epoch}", self.bars)
         started = last_line = time.monotonic()
@@ -175,13 +203,21 @@ class TrainingProgress:
             if isinstance(shown, tqdm):
                 shown.close()
 
+    def pace_changes_at(self, epoch: int) -> None:
+        """From an epoch whose batches take another time, the pace is timed afresh and the estimate said again;
+        a run resumed there has measured nothing before, and says its first estimate as any run does."""
+        change = next((change for change in self.changes if change.epoch == epoch), None)
+        if change is not None and self.estimated:
+            self.timed_from, self.estimated, self.again = None, False, change.behind
+
     def pace(self, now: float) -> float:
-        """Seconds a batch, since the end of the run's first batch (between epochs, validation included)."""
+        """Seconds a batch, since the end of the pace's first batch (between epochs, validation included)."""
         assert self.timed_from is not None
         return (now - self.timed_from[0]) / max(self.trained - self.timed_from[1], 1)
 
     def estimate(self, epoch: int, index: int, loss: Callable[[], float]) -> None:
-        """One line: an epoch's batches and the rest of the run, at the pace so far (validation not counted)."""
+        """One line: an epoch's batches and the rest of the run, at the pace so far (validation not counted); what
+        it was measured again after, or the change ahead that will make it wrong."""
         if self.timed_from is None or self.trained <= self.timed_from[1]:
             return  # only the first batch, untimed: no pace to tell yet
         self.estimated = True
@@ -193,6 +229,18 @@ class TrainingProgress:
             f"estimate: about {duration(pace * self.per_epoch)} an epoch, {duration(left)} for the rest of the "
             f"run (done about {end}), validation not counted"
         )
+        if self.again:
+            line += f", measured again after {self.again}"
+        ahead = next((change for change in self.changes if epoch < change.epoch <= self.epochs), None)
+        if ahead is not None:
+            line += f"; measured again at epoch {ahead.epoch}, where {ahead.ahead}"
+        self.say(line)
+        advice = self.advice(pace * self.per_epoch, left) if self.advice is not None else ""
+        if advice:
+            self.say(advice)
+            self.advice = None  # once a run
+
+    def say(self, line: str) -> None:
         if self.bars:
             tqdm.write(line, file=sys.stderr)  # above the bar, which stays
         else:

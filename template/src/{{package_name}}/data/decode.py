@@ -26,7 +26,6 @@ decoded under another contract are never mixed with these.
 
 from __future__ import annotations
 
-import functools
 import io
 import struct
 import warnings
@@ -38,6 +37,8 @@ import torch
 from PIL import Image, ImageOps
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms.v2 import functional as TF
+
+from . import codec
 
 # 1: Pillow's convert("RGB") per sample, TorchCodec on the batch path (EXIF and 16-bit read two ways).
 # 2: this contract. Bump it when any decoded pixel changes: the caches keyed by it are then made again.
@@ -132,19 +133,15 @@ def open_rgb(data: bytes, min_side: int | None = None) -> Image.Image:
     return rgb(image)
 
 
-@functools.cache
 def codec_decoder() -> Callable[..., torch.Tensor] | None:
-    """TorchCodec's image decoder (the ``decode`` extra), or None where it is not installed or does not load.
+    """TorchCodec's image decoder (the ``decode`` extra), or None where it is not installed or cannot decode here.
 
-    Imported on first use: the import takes a while and a project without the
-    extra never pays for it. A TorchCodec built for another torch fails to load
-    its native library (an OSError or RuntimeError): Pillow then decodes.
+    Imported on first use (``codec.py``): the import takes a while and a
+    project without the extra never pays for it. A TorchCodec built for
+    another torch fails to load its native library: Pillow then decodes, and
+    the ``data:`` start line says why and what to do (``codec.unusable``).
     """
-    try:
-        from torchcodec.decoders import decode_image
-    except (ImportError, OSError, RuntimeError):
-        return None
-    return decode_image
+    return codec.decoder("decode_image")
 
 
 def decode_tensor(data: bytes, min_side: int | None = None) -> torch.Tensor:

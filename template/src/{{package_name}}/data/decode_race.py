@@ -5,9 +5,11 @@ loader has many workers and the files are small, the workers may decode
 faster than nvJPEG's batched call, which also takes GPU time from the step.
 So a run whose JPEG files would stream on CUDA first times both on a sample
 of its own files, those nvJPEG takes (``gpu_decode.nvjpeg_reads``): nvJPEG's
-batched decode and resize on the training GPU, after a warm-up call, against
-the decode contract and square on one CPU core, times the loader's workers
-that decode side by side. nvJPEG decodes the run only where it is clearly
+batched decode and resize on the training GPU, after a warm-up call on the
+same files (what nvJPEG and the resize set up once, for this many files and
+these sizes, is not charged to the timed call), against the decode contract
+and square on one CPU core, after one file decoded untimed, times the
+loader's workers that decode side by side. nvJPEG decodes the run only where it is clearly
 the faster (``MARGIN``) on enough files to tell (``MIN_FILES``); a close
 race, or a few files, leave it to the CPU, whose pixels do not hang on a
 clock. The start-up line says both rates (``placement.choose``).
@@ -89,7 +91,9 @@ def race(
     assert decode is not None, "decodes_on_gpu found TorchCodec"
     sources = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for _, data in files]
     try:
-        squares_of(decode(sources[:1], mode="RGB", device=device), side)  # nvJPEG's handles, the resize's kernels
+        # The warm-up on the whole sample, as timed below: nvJPEG's handles and its buffers for this batch, the
+        # resize's kernels for each size. Warmed up on one file, that set-up was timed, near the MARGIN.
+        squares_of(decode(sources, mode="RGB", device=device), side)
         synchronize(device)
         start = clock()
         squares_of(decode(sources, mode="RGB", device=device), side)
@@ -100,6 +104,7 @@ def race(
         first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
         return DecodeRace(len(files), 0.0, 0.0, workers, faster=False, refused=first)
     on_gpu = max(clock() - start, 1e-9)
+    square(contract_decode(files[0][1], files[0][0], side), side)  # the CPU's one-off set-up (the decoders' first call)
     start = clock()
     for path, data in files:  # as the loader's workers decode: a file Pillow cannot read stops the run naming it
         square(contract_decode(data, path, side), side)

@@ -52,7 +52,7 @@ import csv
 import io
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,8 @@ def decoded_size(found: Found, min_side: int | None) -> tuple[int, int]:
 
 # A file as find_groups sees it: its split, its path as the dataset lists it, its class folder, what its check found.
 Entry = tuple[str, str, str, Found]
+# The digests (hex) of files' pictures, as the run decodes them or (True) whole; None where one cannot be decoded.
+Pixels = Callable[[list[Entry], bool], list[str | None]]
 
 
 def entry_order(entry: Entry) -> tuple[int, str]:
@@ -132,52 +134,33 @@ def full_size(found: Found) -> tuple[int, int]:
     return min(found.width, found.height), max(found.width, found.height)
 
 
-def find_groups(
-    files: Iterable[Entry], min_side: int | None, pixels: Callable[[list[Entry], bool], list[str | None]]
-) -> list[DuplicateGroup]:
-    """Groups of two or more ``files`` with the same bytes or the same pixels, in the order of their kept file.
+class Links:
+    """Groups of equal bytes found to hold the same pixels, joined: each digest -> one it joined (a union-find)."""
 
-    Same pixels: the same picture as this run decodes them (a JPEG larger than needed at 1/2, 1/4 or 1/8), or a
-    lossless file (PNG, WebP, TIFF...) holding a JPEG's whole picture (a photo saved again as PNG). ``pixels(files,
-    whole)`` gives the digests of the files asked, as the run decodes them or (``whole``) at full size (None: it
-    cannot be decoded); it is asked only where a match is possible: for one file a group of equal bytes (its
-    first), where another group has a picture of the same size. Written for a second start of 100,000 files
-    (benchmarks/startup.py): no object made a file, sizes computed once a picture shape.
-    """
-    first: dict[str, Entry] = {}  # bytes digest -> its file (the first in split and path order, where several)
-    same_bytes: dict[str, list[Entry]] = {}  # bytes digest -> its files, where several
-    for entry in files:  # no list a file: 100,000 of them, made and dropped, cost the garbage collector seconds
-        seen = first.setdefault(entry[3].digest, entry)
-        if seen is not entry:
-            same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
-    for digest, members in same_bytes.items():
-        first[digest] = min(members, key=entry_order)
-    links: dict[str, str] = {}  # groups of equal bytes found to hold the same pixels: each -> one it joined
+    def __init__(self) -> None:
+        self.up: dict[str, str] = {}
 
-    def root(digest: str) -> str:
-        while digest in links:
-            digest = links[digest]
+    def root(self, digest: str) -> str:
+        while digest in self.up:
+            digest = self.up[digest]
         return digest
 
-    def join(one: str, two: str) -> None:
-        one, two = root(one), root(two)
+    def join(self, one: str, two: str) -> None:
+        one, two = self.root(one), self.root(two)
         if one != two:
-            links[max(one, two)] = min(one, two)  # by digest: the same groups whatever the order of the files
+            self.up[max(one, two)] = min(one, two)  # by digest: the same groups whatever the order of the files
 
-    sizes: dict[tuple[int, int, int], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
+    def components(self, others: Iterable[str]) -> list[list[str]]:
+        """The joined digests, and ``others`` alone, each with those it joined."""
+        joined: dict[str, list[str]] = {}
+        for digest in {*others, *self.up, *self.up.values()}:
+            joined.setdefault(self.root(digest), []).append(digest)
+        return list(joined.values())
 
-    def size(found: Found) -> tuple[int, int]:
-        shape = (found.width, found.height, found.jpeg)
-        return sizes.get(shape) or sizes.setdefault(shape, decoded_size(found, min_side))
 
-    pictures = [entry for entry in first.values() if entry[3].width]  # a .npy array has its bytes alone
-    counts = Counter(size(entry[3]) for entry in pictures)
-    candidates = [entry for entry in pictures if counts[size(entry[3])] > 1]
-    owner: dict[str, str] = {}  # pixel digest -> the first group of equal bytes that has it
-    for entry, found_pixels in zip(candidates, pixels(candidates, False), strict=True):
-        if found_pixels is not None:
-            join(owner.setdefault(found_pixels, entry[3].digest), entry[3].digest)
-    # A JPEG the run decodes at reduced scale, against the lossless files of its size: compared whole.
+def whole_matches(pictures: list[Entry], min_side: int | None, pixels: Pixels) -> Iterator[tuple[str, str]]:
+    """(JPEG, lossless file) digest pairs with the same whole picture: a JPEG the run decodes at reduced scale, and a
+    PNG, WebP or TIFF of its size (a photo saved again holds its whole picture, not the run's 1/8 of it)."""
     reduced = [entry for entry in pictures if entry[3].jpeg and scale_of(entry[3], min_side) > 1]
     wanted = {full_size(entry[3]) for entry in reduced}  # none, in a folder of small pictures: nothing more to do
     lossless: dict[tuple[int, int], list[Entry]] = {}
@@ -188,12 +171,44 @@ def find_groups(
     for entry, whole in zip(reduced, pixels(reduced, True), strict=True):
         for other in lossless[full_size(entry[3])] if whole is not None else []:
             if other[3].pixels.partition(":")[2] == whole:  # a lossless file's digest is of its whole picture
-                join(other[3].digest, entry[3].digest)
-    joined: dict[str, list[str]] = {}
-    for digest in {*same_bytes, *links, *links.values()}:
-        joined.setdefault(root(digest), []).append(digest)
+                yield entry[3].digest, other[3].digest
+
+
+def find_groups(files: Iterable[Entry], min_side: int | None, pixels: Pixels) -> list[DuplicateGroup]:
+    """Groups of two or more ``files`` with the same bytes or the same pixels, in the order of their kept file.
+
+    Same pixels: the same picture as this run decodes them (a JPEG larger than needed at 1/2, 1/4 or 1/8), or a
+    lossless file holding a JPEG's whole picture (``whole_matches``). ``pixels(files, whole)`` gives the digests
+    of the files asked, as the run decodes them or (``whole``) at full size (None: it cannot be decoded); it is
+    asked only where a match is possible: for one file a group of equal bytes (its first), where another group
+    has a picture of the same size. Written for a second start of 100,000 files (benchmarks/startup.py): no
+    object made a file, sizes computed once a picture shape.
+    """
+    first: dict[str, Entry] = {}  # bytes digest -> its file (the first in split and path order, where several)
+    same_bytes: dict[str, list[Entry]] = {}  # bytes digest -> its files, where several
+    for entry in files:  # no list a file: 100,000 of them, made and dropped, cost the garbage collector seconds
+        seen = first.setdefault(entry[3].digest, entry)
+        if seen is not entry:
+            same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
+    for digest, members in same_bytes.items():
+        first[digest] = min(members, key=entry_order)
+    sizes: dict[tuple[int, int, int], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
+
+    def size(found: Found) -> tuple[int, int]:
+        shape = (found.width, found.height, found.jpeg)
+        return sizes.get(shape) or sizes.setdefault(shape, decoded_size(found, min_side))
+
+    pictures = [entry for entry in first.values() if entry[3].width]  # a .npy array has its bytes alone
+    counts = Counter(size(entry[3]) for entry in pictures)
+    candidates = [entry for entry in pictures if counts[size(entry[3])] > 1]
+    links, owner = Links(), {}  # owner: pixel digest -> the first group of equal bytes that has it
+    for entry, found_pixels in zip(candidates, pixels(candidates, False), strict=True):
+        if found_pixels is not None:
+            links.join(owner.setdefault(found_pixels, entry[3].digest), entry[3].digest)
+    for jpeg, lossless in whole_matches(pictures, min_side, pixels):
+        links.join(jpeg, lossless)
     groups = []
-    for digests in joined.values():
+    for digests in links.components(same_bytes):
         members = [entry for digest in digests for entry in same_bytes.get(digest, [first[digest]])]
         copies = [Copy(split, path, label, found.digest) for split, path, label, found in members]
         groups.append(DuplicateGroup(tuple(sorted(copies, key=Copy.order))))

@@ -37,7 +37,6 @@ from .bad_files import (
     stray_files,
 )
 from .cache import keeps_in_memory
-from .class_counts import check_class_count
 from .decode import IMAGE_EXTENSIONS, ImageFiles
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
@@ -254,7 +253,6 @@ def checked_splits(
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
     said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
     sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
-    check_class_count(sets["train"])  # one class folder: nothing to learn
     for split in splits[1:]:
         sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
         # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and

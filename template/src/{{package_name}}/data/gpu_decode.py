@@ -25,7 +25,6 @@ float32 on at most ``RESIZE_BYTES`` of images at a time.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
+from . import codec
 from .bad_files import READ_ERRORS, Checked
 from .decode import ORIENTATION, decode_tensor, reduces, refuse_bomb, sniff
 from .pipeline import SquareImages, square
@@ -50,26 +50,10 @@ RESIZE_BYTES = 256 * 2**20  # the most float32 images one resize call holds on t
 OUT_OF_MEMORY = re.compile(r"out of memory|ALLOCATOR_FAILURE|cudaErrorMemoryAllocation", re.IGNORECASE)
 
 
-@functools.cache
 def jpeg_decoder() -> Callable[..., list[torch.Tensor]] | None:
-    """TorchCodec's batched ``decode_jpeg`` (the ``decode`` extra), or None where it does not load."""
-    try:
-        from torchcodec.decoders import decode_jpeg
-    except (ImportError, OSError, RuntimeError):
-        return None
-    return decode_jpeg
-
-
-@functools.cache
-def torchcodec_problem() -> str | None:
-    """The first line of TorchCodec's import error, or None where it imports: a make gpu-check on an H100 met
-    a TorchCodec from PyPI that installed and did not load, and the line must say why (a missing FFmpeg, a build
-    for another torch)."""
-    try:
-        import torchcodec.decoders  # noqa: F401  (imported for the error alone)
-    except (ImportError, OSError, RuntimeError) as exc:
-        return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-    return None
+    """TorchCodec's batched ``decode_jpeg`` (the ``decode`` extra), or None where it is missing or cannot decode
+    here (``codec.py``: the data: line then says why)."""
+    return codec.decoder("decode_jpeg")
 
 
 def jpegs_on_cuda(paths: list[str], device: torch.device) -> bool:
@@ -84,9 +68,9 @@ def cuda_decode_failure(device: torch.device) -> str | None:
     CUDA) imports, and fails only at its first decode on the GPU.
     """
     decode = jpeg_decoder()
-    if decode is None:
-        problem = torchcodec_problem()
-        return "TorchCodec does not load (the decode extra)" + (f": {problem}" if problem else "")
+    if decode is None:  # installed and cannot decode here (why and the fix), or not installed
+        found = codec.problem()
+        return f"{found}: {codec.fix()}" if found else "TorchCodec is not installed (the decode extra)"
     encoded = io.BytesIO()
     Image.new("RGB", (8, 8)).save(encoded, format="JPEG")
     try:
@@ -248,7 +232,15 @@ class GpuDecoded(Prefetched):
             yield self.handed_over(self.send(batch, stream), stream)  # decoded once the step before is queued
 
     def send(self, batch: Batch, stream: Any) -> Batch:
-        """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order."""
+        """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order.
+
+        Safe for the caching allocator without ``record_stream`` here: it hands a freed block only to later work on
+        the stream that allocated it, and every tensor made here is made on the side stream and, but for what is
+        returned, read there alone and freed: nvJPEG's images (TorchCodec decodes on the current stream, allocates
+        its outputs there and synchronizes it before it returns), their resize, the CPU's squares and the order
+        copied over. What is returned, the compute stream reads: ``handed_over`` makes it wait for the side stream
+        and records each tensor as the compute stream's (test_prefetch.py proves both with the streams faked).
+        """
         flat, lengths, on_device, host, labels, indices, order = batch
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             parts = []  # nvJPEG's squares, then those decoded on the CPU

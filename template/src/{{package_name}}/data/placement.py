@@ -49,6 +49,7 @@ from ..core.checkpoint import find_resume_state
 from ..core.config import DataConfig
 from ..core.distributed import World, all_agree, files_checked
 from ..core.errors import UserError
+from . import codec
 from .cache import AUTO_SHARE, MemoryCache
 from .decode_race import DecodeRace
 from .file_index import FileIndex
@@ -82,6 +83,7 @@ class DataFacts:
     deterministic: bool = False  # train.deterministic: auto takes the CPU, whose choice needs no clock
     unavailable: str | None = None  # why nvJPEG cannot decode these files here (gpu_decode.nvjpeg_unavailable)
     outvoted: bool = False  # under torchrun another process decodes on the CPU (``place``): so does this one
+    codec: str | None = None  # codec.unusable: a TorchCodec installed that cannot decode here, why and the fix
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,14 @@ def mib(count: int) -> str:
 
 def choose(facts: DataFacts) -> Placement:
     """The one rule (module docstring); an explicit ``device`` that cannot hold the images is refused, as is
-    ``data.decoder=nvjpeg`` where nvJPEG cannot decode the run."""
+    ``data.decoder=nvjpeg`` where nvJPEG cannot decode the run. A TorchCodec that is installed and cannot decode
+    here ends the line, with the fix: Pillow decodes, about 2x slower for JPEG, and must not do so unsaid."""
+    chosen = placed_by_rule(facts)
+    return replace(chosen, line=f"{chosen.line}; {facts.codec}") if facts.codec else chosen
+
+
+def placed_by_rule(facts: DataFacts) -> Placement:
+    """``choose`` before its last clause."""
     total = facts.images * facts.image_bytes
     decoded = f"data: {facts.images} images decoded once"
     if facts.setting == "device":
@@ -262,7 +271,8 @@ def measured_facts(
     unavailable = None if gpu else nvjpeg_unavailable(paths, device)
     failure = unavailable if not gpu and jpegs_on_cuda(paths, device) else None  # the GPU path was wanted
     measured = DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
-    return replace(measured, recorded=recorded, decoder=decoder, deterministic=deterministic, unavailable=unavailable)
+    settings = {"recorded": recorded, "decoder": decoder, "deterministic": deterministic}
+    return replace(measured, **settings, unavailable=unavailable, codec=codec.unusable())
 
 
 @dataclass(frozen=True)

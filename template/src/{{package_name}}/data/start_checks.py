@@ -15,9 +15,10 @@ more when val/ or test/ holds copies of training files, lists every group in
   the same files, since they follow from the files alone;
 - ``error``: stop in one line naming the count, the CSV and the fix.
 
-Then what is left must be able to train: a training split left empty, or a
-val/ whose every image was a copy, is refused in one line; a test/ left empty
-and a class with very few training images (class_counts.py) get one warning.
+Then what is left must be able to train: a training split of one class, or
+left empty, or a val/ whose every image was a copy, is refused in one line; a
+test/ left empty and a class with very few training images (class_counts.py)
+get one warning.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ..core.config import DataConfig
 from ..core.distributed import World
 from ..core.errors import UserError
 from .bad_files import leave_out
-from .class_counts import tiny_classes_warning
+from .class_counts import check_class_count, tiny_classes_warning
 from .duplicates import CSV_NAME, DuplicateGroup, left_out, write_csv
 from .file_index import FileIndex
 
@@ -54,6 +55,7 @@ def settle(checked: CheckedSplits, cfg: DataConfig, out_dir: Path | None, world:
     every process), then refuse what cannot train and warn of what trains badly. ``out_dir``: where the lists
     go (None: nowhere, e.g. the datasets of a test)."""
     train_set, val_set, root = checked.sets["train"], checked.sets["val"], Path(cfg.root)
+    check_class_count(train_set)  # one class folder: nothing to learn (the audit still looks at such data)
     files = sum(len(dataset) for dataset in checked.sets.values())
     dropped = act_on_duplicates(checked.groups, cfg, out_dir, world, files, list(checked.sets))
     copies = sum(path.startswith(os.path.join(str(val_set.root), "")) for path in dropped)

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torchvision.models import vision_transformer
 
-from ..core.checkpoint import read_checkpoint, weights_of, with_metadata
+from ..core.checkpoint import read_checkpoint, shapes, tensor_differences, weights_of, with_metadata
 from ..core.config import ModelConfig
 from ..core.errors import UserError
 from . import extensions, timm_backbone
@@ -262,12 +262,14 @@ def load_pretrained(
     name, image_size = network
     if name in PATCH_SIZE and "encoder.pos_embedding" in state:
         state = with_metadata(vision_transformer.interpolate_embeddings(image_size, PATCH_SIZE[name], state), state)
-    try:
-        missing, unexpected = backbone.load_state_dict(state, strict=False)
-    except RuntimeError as exc:  # a tensor of another shape: torch's message names it on its last line
-        missing, unexpected = [str(exc).strip().splitlines()[-1].strip()], []
-    if missing or unexpected:
-        raise UserError(
-            f"{path} does not fit model.name: {len(missing)} missing keys (e.g. {missing[:2]}), "
-            f"{len(unexpected)} unexpected (e.g. {unexpected[:2]}); use weights made for this architecture"
-        )
+    # Size mismatches found first: torch would stop at them without saying which tensors are missing or unexpected.
+    target = backbone.state_dict()
+    reshaped = [k for k in target if k in state and state[k].shape != target[k].shape]
+    fitting = with_metadata({k: v for k, v in state.items() if k not in reshaped}, state)
+    missing, unexpected = backbone.load_state_dict(fitting, strict=False)  # torch's names: buffers' versions known
+    missing = [k for k in missing if k not in reshaped]
+    if missing or unexpected or reshaped:
+        model = f"model.name {name}" if name else "this model"
+        detail = tensor_differences(missing, unexpected, shapes(reshaped, state, target))
+        fix = f"use weights of {name}, or set" if name else "set"
+        raise UserError(f"{path} does not fit {model}: {detail}; {fix} model.name to the weights' architecture")

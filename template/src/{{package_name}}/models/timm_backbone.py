@@ -11,12 +11,15 @@ or one of its pretrained tags (``convnext_tiny.fb_in22k_ft_in1k``).
 from __future__ import annotations
 
 import difflib
+import json
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from torch import nn
 
+from ..core.checkpoint import tensor_differences
 from ..core.errors import UserError
 from ..core.optional import require
 
@@ -75,10 +78,26 @@ def build(name: str, image_size: int, in_chans: int, weights: Path | None) -> nn
     try:
         network = sized(timm, name, image_size, options)
     except RuntimeError as exc:  # load_state_dict: missing, unexpected or reshaped tensors
-        reason = str(exc).strip().splitlines()[0]
-        raise UserError(f"{weights} does not fit model.name {PREFIX}{name} ({reason}): use its own weights") from None
+        reason = load_error(str(exc)) or str(exc).strip().splitlines()[0]
+        raise UserError(f"{weights} does not fit model.name {PREFIX}{name}: {reason}; use its own weights") from None
     network.reset_classifier(0)  # this project's head follows (models/classifier.py)
     return network
+
+
+# torch's load_state_dict error: a line per kind of problem, the tensors' names quoted, shapes as torch.Size([...]).
+KEYS = re.compile(r"^\s*(Missing|Unexpected) key\(s\) in state_dict: (.*)$", re.MULTILINE)
+RESHAPED = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[\d, ]*\])\) from checkpoint, "
+    r"the shape in current model is torch\.Size\((\[[\d, ]*\])\)"
+)
+
+
+def load_error(message: str) -> str:
+    """torch's error when timm loads a file strictly, in the words of the project's other weights (a size mismatch
+    with both shapes, then what either side lacks: core/checkpoint.py); "" where it is not such an error."""
+    keys = {kind: re.findall(r'"([^"]+)"', names) for kind, names in KEYS.findall(message)}
+    reshaped = [(name, json.loads(file), json.loads(model)) for name, file, model in RESHAPED.findall(message)]
+    return tensor_differences(keys.get("Missing", []), keys.get("Unexpected", []), reshaped)
 
 
 def sized(timm: ModuleType, name: str, image_size: int, options: dict[str, Any]) -> nn.Module:

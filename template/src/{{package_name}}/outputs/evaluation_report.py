@@ -1,7 +1,9 @@
-"""What ``evaluate`` reports besides accuracy: per-class precision, recall and F1, and a confusion picture.
+"""What ``evaluate`` reports besides accuracy: per-class precision, recall and F1, a confusion picture, the
+most-confused class pairs, and a picture of the top losses (as fast.ai's ClassificationInterpretation shows).
 
 Everything derives from the confusion matrix that ``engine.evaluate`` counts
-(rows: true class, columns: predicted class), so no second pass over the data.
+(rows: true class, columns: predicted class) and the per-sample losses it keeps
+when asked, so no second pass over the data.
 """
 
 from __future__ import annotations
@@ -9,12 +11,15 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..core.errors import UserError
 
 COLUMNS = ("class", "precision", "recall", "f1", "support")
+CONFUSED_PAIRS = 10  # most-confused pairs printed
+TOP_LOSSES = 16  # images in the top-losses picture
 
 
 def per_class_metrics(confusion: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -60,10 +65,53 @@ def write_csv(confusion: torch.Tensor, classes: Sequence[str], path: str | Path)
     return path
 
 
-def default_confusion_path(checkpoint: str | Path, split: str) -> Path:
-    """Beside the checkpoint: ``confusion_matrix.png`` for val, ``confusion_matrix_<split>.png`` otherwise."""
+def default_confusion_path(checkpoint: str | Path, split: str, name: str = "confusion_matrix") -> Path:
+    """Beside the checkpoint: ``<name>.png`` for val, ``<name>_<split>.png`` otherwise (name: confusion_matrix,
+    top_losses)."""
     suffix = "" if split == "val" else f"_{split}"
-    return Path(checkpoint).parent / f"confusion_matrix{suffix}.png"
+    return Path(checkpoint).parent / f"{name}{suffix}.png"
+
+
+def most_confused(confusion: torch.Tensor, classes: Sequence[str], count: int = CONFUSED_PAIRS) -> list[tuple]:
+    """(true class, predicted class, images) for the off-diagonal cells with most images, most first."""
+    off = confusion.clone().long()
+    off.fill_diagonal_(0)
+    values, cells = off.flatten().topk(min(count, off.numel()))
+    width = len(classes)
+    return [
+        (classes[c // width], classes[c % width], v) for v, c in zip(values.tolist(), cells.tolist(), strict=True) if v
+    ]
+
+
+def format_confused(confusion: torch.Tensor, classes: Sequence[str]) -> str:
+    """The most-confused pairs, one a line; one line saying so when every image was right."""
+    pairs = most_confused(confusion, classes)
+    if not pairs:
+        return "most confused: none, every image was classified right"
+    lines = ["most confused (true class -> predicted: images):"]
+    return "\n".join([*lines, *(f"  {true} -> {predicted}: {n}" for true, predicted, n in pairs)])
+
+
+def save_top_losses(result: dict[str, Any], classes: Sequence[str], path: str | Path) -> str:
+    """The images the model got most wrong (highest loss first): label, prediction, its probability, the loss.
+    Without matplotlib (the plots extra), the line that says how to get it."""
+    samples, dataset = result["samples"], result["dataset"]
+    order = samples["loss"].argsort(descending=True)[:TOP_LOSSES].tolist()
+    if not order:
+        return "top losses: no images"
+    cells = []
+    for i in order:
+        name = Path(dataset.samples[i][0]).name
+        label, predicted = classes[int(samples["target"][i])], classes[int(samples["predicted"][i])]
+        caption = f"{name}\nlabel {label}\npredicted {predicted} {float(samples['probability'][i]):.2f}"
+        cells.append((dataset[i][0], f"{caption}\nloss {float(samples['loss'][i]):.2f}"))
+    try:
+        from .plots import plot_image_grid
+
+        title = f"Top losses: {len(order)} of {len(samples['loss'])} images, highest loss first"
+        return f"top losses: {plot_image_grid(cells, path, title, columns=4)}"
+    except UserError as exc:
+        return f"no top-losses picture: {exc}"
 
 
 def save_confusion(confusion: torch.Tensor, classes: Sequence[str], path: str | Path) -> str:

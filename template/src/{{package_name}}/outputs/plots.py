@@ -1,7 +1,9 @@
 """Pictures of a run with matplotlib (an optional dependency, the ``plots`` extra).
 
 ``plot_curves`` draws the training curves from ``metrics.jsonl`` rows;
-``plot_confusion`` draws the confusion matrix that ``evaluate`` counts.
+``plot_confusion`` draws the confusion matrix that ``evaluate`` counts;
+``plot_image_grid`` a grid of images with a caption each (``evaluate``'s top
+losses, ``audit``'s findings).
 Figures are made with the object API on the Agg backend: no display needed,
 no global pyplot state left behind.
 """
@@ -101,6 +103,21 @@ def plot_confusion(matrix: torch.Tensor | Sequence[Sequence[int]], classes: Sequ
     total = int(counts.sum())
     accuracy = float(counts.diag().sum()) / max(total, 1)
     ax.set_title(f"Confusion matrix: {total} images, top-1 {100 * accuracy:.1f}%")
+    return save(figure, path)
+
+
+def plot_image_grid(cells: Sequence[tuple[torch.Tensor, str]], path: str | Path, title: str, columns: int = 6) -> Path:
+    """Images (uint8, channels first, as the evaluation transform makes them) in rows of ``columns``, each with
+    its caption above it (a few short lines: the file, its label, what was found, the score)."""
+    rows = max(1, -(-len(cells) // columns))
+    figure = new_figure(2.2 * columns, 2.5 * rows + 0.4)
+    axes = figure.subplots(rows, columns, squeeze=False).flatten()
+    for ax, (image, caption) in zip(axes, cells, strict=False):
+        ax.imshow(image.permute(1, 2, 0).cpu().numpy())  # height x width x channels, as matplotlib draws
+        ax.set_title(caption, fontsize=6.5)
+    for ax in axes:
+        ax.set_axis_off()
+    figure.suptitle(title)
     return save(figure, path)
 
 

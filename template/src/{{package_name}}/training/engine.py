@@ -163,17 +163,21 @@ def evaluate(
     num_classes: int,
     world: World | None = None,
     progress: bool = False,
+    per_sample: bool = False,
 ) -> dict[str, Any]:
     """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
 
     Pass the plain model under DDP: the wrapper's forward would wait for the
     other processes, which may hold a different number of evaluation batches.
+    ``per_sample`` (the evaluate command, not training's validation) also keeps each sample's loss, predicted
+    class and that class's probability, in loader order (``samples``): where the model fails, file by file.
     """
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=compute.device)
     # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the
     # end: bincount on CUDA reads its input's range with a host sync, so once per pass, not once per batch.
     codes = [torch.zeros(0, device=compute.device, dtype=torch.long)]
+    kept: list[torch.Tensor] = []  # per_sample: one (loss, predicted, probability) row per sample, on the device
     with torch.inference_mode():  # P11: no graph is built
         for batch in bar(loader, "eval", progress):
             images, targets = compute.batch(*batch)
@@ -181,6 +185,8 @@ def evaluate(
                 logits = model(images)
             loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
             codes.append(targets * num_classes + logits.argmax(1))
+            if per_sample:
+                kept.append(sample_results(logits, targets))
     confusion = torch.bincount(torch.cat(codes), minlength=num_classes**2)  # a normal tensor: summed in place below
     if world is not None:  # every process saw its own shard: add them up
         sum_across(loss_sum, world)
@@ -188,10 +194,21 @@ def evaluate(
     matrix = confusion.view(num_classes, num_classes).cpu()  # rows: true class, columns: predicted
     total = int(matrix.sum())
     per_class = matrix.diag() / matrix.sum(1).clamp(min=1)
-    return {
+    result = {
         "val_loss": loss_sum.item() / max(total, 1),
         "val_acc": float(matrix.diag().sum()) / max(total, 1),
         "per_class_acc": per_class.tolist(),
         "confusion": matrix,
         "count": total,
     }
+    if per_sample:
+        rows = torch.cat(kept).cpu() if kept else torch.zeros(0, 3)
+        result["samples"] = {"loss": rows[:, 0], "predicted": rows[:, 1].long(), "probability": rows[:, 2]}
+    return result
+
+
+def sample_results(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each sample's cross-entropy, predicted class and that class's probability, as rows of one float tensor."""
+    logits = logits.float()
+    probability, predicted = logits.softmax(1).max(1)
+    return torch.stack([F.cross_entropy(logits, targets, reduction="none"), predicted.float(), probability], 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.folders import has_split
-from ..outputs.evaluation_report import format_table, table_rows
+from ..outputs.evaluation_report import format_confused, format_table, save_top_losses, table_rows
 from .inference import load_trained, run_evaluate
 
 
@@ -22,7 +22,7 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     if not has_split(Path(data_root), "test") or not best.is_file():
         return None
     loaded = load_trained(best, overrides=(f"data.root={data_root}",))
-    result = run_evaluate(loaded, "test")
+    result = run_evaluate(loaded, "test", per_sample=True)
     if not result["count"]:  # every file unreadable and skipped, or left out as a copy: no figure to report
         print(f"test: {Path(data_root) / 'test'} holds no images to evaluate: no test_metrics.json")
         return None
@@ -42,6 +42,8 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     (out_dir / "test_metrics.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
     print(format_table(confusion, loaded.classes))
+    print(format_confused(confusion, loaded.classes))
+    print(save_top_losses(result, loaded.classes, out_dir / "top_losses_test.png"))  # as `evaluate --split test`
     return report
 
 

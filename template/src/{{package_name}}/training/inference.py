@@ -83,7 +83,11 @@ def load_trained(
     return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 
-def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> dict[str, Any]:
+def run_evaluate(
+    loaded: Loaded, split: str = "val", progress: bool = False, per_sample: bool = False
+) -> dict[str, Any]:
+    """``engine.evaluate`` on one split; ``per_sample`` also keeps each file's loss and prediction (``samples``,
+    with ``dataset``, whose ``samples`` name the files in the same order), for the top-losses picture."""
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
@@ -91,9 +95,13 @@ def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> 
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
         leave_out(dataset, left_out(exact_duplicates(root, cfg.data)))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
-    loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)
+    loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
-    return evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress)
+    result = evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress, per_sample=per_sample)
+    if per_sample:
+        result["samples"]["target"] = torch.as_tensor(dataset.targets, dtype=torch.long)
+        result["dataset"] = dataset
+    return result
 
 
 def format_report(result: dict[str, Any]) -> str:

@@ -331,7 +331,7 @@ class RunState:
         if resume == "auto":
             self.say(f"no checkpoint in {self.out_dir}: starting a new run")
         if self.cfg.model.init_from:
-            self.say(load_matching(self.parts.model, self.cfg.model.init_from))
+            self.say(load_matching(self.parts.model, self.cfg.model.init_from, self.cfg.model.name))
 
     def check_resumable(self, path: Path, state: dict[str, Any], resume: str | None) -> None:
         last = self.out_dir / "last.pt"

@@ -19,6 +19,7 @@ trainer resumes a requeued job by itself, keyed by the Slurm job id
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shutil
@@ -30,11 +31,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
+from ..core import PACKAGE
+from ..core.arguments import DEFAULT_CONFIG, add_train_options, parse_arguments
+from ..core.config import load_config
 from ..core.errors import UserError
 from .preemption import EXIT_PREEMPTED
 from .run_lock import RunLock
 
 SUBMIT = "sbatch slurm/train.sbatch [--config FILE] [--set KEY=VALUE ...]"
+PROGRAM = f"python -m {__package__}.slurm"  # what the batch script runs
 
 
 def job_id(environ: Mapping[str, str]) -> str:
@@ -43,7 +48,7 @@ def job_id(environ: Mapping[str, str]) -> str:
     if not job:
         raise UserError(
             f"not inside a Slurm job (no SLURM_JOB_ID): submit the script with `{SUBMIT}`, "
-            f"or train without Slurm with `python -m {__package__.rpartition('.')[0]} train`"
+            f"or train without Slurm with `python -m {PACKAGE} train`"
         )
     return job
 
@@ -93,12 +98,11 @@ def processes_per_node(environ: Mapping[str, str], visible_gpus: int, device: st
 
 
 def preflight(argv: Sequence[str], environ: Mapping[str, str]) -> int:
-    """The checks before torchrun starts; returns the processes per node."""
-    from ..cli import DEFAULT_CONFIG, parse
-    from ..core.config import load_config
-
+    """The checks before torchrun starts, on ``train``'s own options; returns the processes per node."""
     job = job_id(environ)
-    args = parse(["train", *argv])
+    parser = argparse.ArgumentParser(prog=f"{PROGRAM} preflight", description="the job's checks before torchrun")
+    add_train_options(parser)
+    args = parse_arguments(parser, argv)
     cfg = load_config(args.config or [DEFAULT_CONFIG], args.overrides)
     holder = RunLock(Path(cfg.train.out_dir)).holder()
     if holder is not None:
@@ -187,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["torchrun"]:
         return torchrun(args[1:])
     if not args or args[0] != "preflight":
-        usage = f"usage: python -m {__package__}.slurm preflight|torchrun ..."
+        usage = f"usage: {PROGRAM} preflight|torchrun ..."
         print(usage, file=sys.stderr)
         return 2
     try:

@@ -43,7 +43,6 @@ from ..core.distributed import (
     sync_buffers,
     wrap_model,
 )
-from ..core.progress import TrainingProgress
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything, seed_process
 from ..data.batches import TrainingBatches
@@ -62,7 +61,7 @@ from .preflight import check_before_data
 from .pretrained import prepare_weights
 from .run_lock import RunLock, claim_out_dir, missing_folders, remove_unused, resume_after_restart
 from .run_state import Progress, RunParts, RunState
-from .startup import start_lines
+from .startup import start_lines, training_progress
 
 EpochEnd = Callable[[dict[str, Any]], bool]  # sees each epoch's metrics row; True ends training there
 
@@ -163,7 +162,7 @@ class Trainer:
             val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
         )
         self.steps_per_epoch = math.ceil(self.batches.per_epoch / cfg.train.accumulate_steps)  # optimizer steps
-        self.shown = TrainingProgress(cfg.train, self.world.is_main, self.batches.per_epoch)  # bars, lines, estimate
+        self.shown = training_progress(cfg, self.world.is_main, self.batches.per_epoch, self.classes)  # estimates too
         self.assemble(train_set)
         seed_process(cfg.train.seed, self.world.rank)  # the same weights on every rank; from here, its own dropout
         self.outputs = build_outputs(cfg, self.world.is_main, self.classes)
@@ -214,15 +213,15 @@ class Trainer:
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
     def freeze_for(self, epoch: int) -> None:
-        """The backbone frozen or not as ``epoch`` asks (freezing.py); DDP is made again when that changes: it
-        registers the parameters that train when it is made, and would never average the backbone's gradients."""
+        """The backbone frozen or not as ``epoch`` asks (freezing.py); as that changes, DDP (which registers what trains
+        when made) and a compiled graph (traced frozen: no gradient for it) are made again (distributed.wrap_model)."""
         frozen = frozen_in(self.cfg.model, epoch)
         if not set_frozen(self.model, frozen):
             return
         if not frozen:
             scale = self.cfg.optim.backbone_lr_scale
             self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
-        if self.world.distributed:
+        if self.world.distributed or self.cfg.train.compile:
             self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
             self.wrap()

@@ -1,0 +1,228 @@
+"""The ``audit`` command: what in ``data.root`` would mislead a run, one CSV and one picture per kind of finding.
+
+The checks that need no model run always: class balance, from the folders
+alone, and exact duplicates (``exact_duplicate_findings``: data/duplicates.py,
+the check of every training start). Near duplicates,
+label issues and outliers need a network's embeddings: those of the pretrained
+weights the config names (``model.pretrained_weights``), or of a trained
+checkpoint (``--checkpoint``); without either they would mean nothing, and the
+audit says so in one line. The audit reads the files and writes only into its
+own folder: it never moves or deletes a file (docs/audit.md shows how to act on
+the CSVs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torchvision import datasets
+
+from ..core.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
+from ..core.device import configure_backends, resolve_precision, select_device
+from ..core.errors import UserError
+from ..core.progress import tracked
+from ..data.bad_files import listing
+from ..data.decode import IMAGE_EXTENSIONS
+from ..data.duplicates import exact_duplicates
+from ..data.findings import (
+    FILES,
+    AuditFiles,
+    Finding,
+    class_balance,
+    near_duplicates,
+    write_csv,
+)
+from ..data.folders import NPY_EXTENSIONS, align_classes, check_data_root, has_sample, split_dataset
+from ..data.loaders import build_loader
+from ..data.shards import is_packed, packed_splits
+from ..models.classifier import build_model
+from ..models.embeddings import embed_with_flips, without_head
+from ..models.preprocessing import with_preprocessing
+from ..models.weights import resolve_weights
+from ..training.inference import load_trained
+from .audit_report import save_pictures, summary_table, write_arrays
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class Embedder:
+    """The network whose embeddings the model-based checks compare, and what to call them."""
+
+    model: nn.Module
+    device: torch.device
+    precision: str
+    source: str  # e.g. "the embeddings of model.pretrained_weights DEFAULT (ResNet18_Weights.IMAGENET1K_V1)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Audited:
+    """The files audited and the datasets that read them (for the pictures): train, val, test, as present."""
+
+    files: AuditFiles
+    sets: dict[str, datasets.DatasetFolder]
+
+    def image(self, path: str) -> torch.Tensor:
+        """A file's pixels as the evaluation transform makes them (uint8, channels first)."""
+        split = self.files.splits[self.files.paths.index(path)]
+        dataset = self.sets[split]
+        return dataset[[p for p, _ in dataset.samples].index(path)][0]
+
+
+def run_audit(
+    configs: list[str], overrides: list[str], checkpoint: str | None, out: str | None, similarity: float
+) -> str:
+    """The whole audit; returns the summary table. ``configs``: the --config files; none: the checkpoint's config."""
+    cfg, embedder, classes = audit_setup(configs, overrides, checkpoint)
+    folder = Path(out) if out else Path(cfg.train.out_dir) / "audit"
+    show = cfg.train.progress
+    audited = read_splits(cfg.data, show)
+    if classes is not None and classes != audited.files.classes:
+        raise UserError(
+            f"{checkpoint} was trained on other classes ({listing(classes)}) than {cfg.data.root}/train/ holds "
+            f"({listing(audited.files.classes)}): audit with a checkpoint of this data set, or without --checkpoint"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot make {folder} ({exc.strerror}): pass audit --out a writable folder") from None
+    found: dict[str, list[Finding] | None] = {kind: None for kind in FILES}
+    found["class_imbalance"] = class_balance(audited.files)
+    found["exact_duplicate"] = exact_duplicate_findings(cfg.data, show)
+    notes = []
+    if embedder is None:
+        notes.append(
+            "no model: near duplicates, label issues and outliers need a network's embeddings and were not checked: "
+            "set model.pretrained_weights (e.g. DEFAULT) or pass --checkpoint"
+        )
+    else:
+        notes += model_checks(embedder, audited, (cfg.data, cfg.train), folder, similarity, found)
+    written = {kind: write_csv(folder, kind, rows) for kind, rows in found.items() if rows is not None}
+    notes += save_pictures(found, audited, folder, Path(cfg.data.root))
+    return summary_table(audited.files, found, written, notes)
+
+
+def audit_setup(
+    configs: list[str], overrides: list[str], checkpoint: str | None
+) -> tuple[Config, Embedder | None, list[str] | None]:
+    """The config, the network that embeds the images (None: no weights and no checkpoint), and the checkpoint's
+    classes. With a checkpoint its config is used unless ``configs`` names files, as evaluate does."""
+    if checkpoint is not None:
+        loaded = load_trained(checkpoint, configs or None, tuple(overrides))
+        model = without_head(loaded.model)
+        source = f"the embeddings of checkpoint {checkpoint}"
+        cleanlab_first()
+        return loaded.config, Embedder(model, loaded.device, loaded.precision, source), loaded.classes
+    cfg = load_config(configs, overrides)
+    weights = resolve_weights(cfg.model)  # an unknown name: one line, before any file is read
+    cfg = with_preprocessing(cfg, weights.expected if weights is not None else None).config
+    if weights is None:
+        return cfg, None, None
+    cleanlab_first()
+    source = f"the embeddings of model.pretrained_weights {weights.label}"
+    return cfg, pretrained_embedder(cfg.model, cfg.train, cfg.data.image_size, source), None
+
+
+def cleanlab_first() -> None:
+    """The audit extra, asked before minutes of embedding: missing, it is one line."""
+    from ..data.label_checks import cleanlab_installed
+
+    cleanlab_installed()
+
+
+def pretrained_embedder(model_cfg: ModelConfig, train: TrainConfig, image_size: int, source: str) -> Embedder:
+    """The configured network with its pretrained weights and no head (P10): it returns embeddings."""
+    device = select_device(train.device)
+    configure_backends(device, train.deterministic)
+    plain = dataclasses.replace(model_cfg, freeze_backbone=False)
+    model = build_model(plain, 0, image_size).to(device).eval()  # no classes: the head is nn.Identity
+    return Embedder(model, device, resolve_precision(train.precision, device, model_cfg.name), source)
+
+
+def exact_duplicate_findings(data: DataConfig, show: bool) -> list[Finding]:
+    """Files with the same bytes or pixels, from data/duplicates.py: the check every training start makes, from the
+    same file index (after a start, no unchanged file is read again). One row a copy; ``duplicate_of`` is its
+    group's first file (train/, else val/, else test/, by path: the one ``data.duplicates: drop`` keeps)."""
+    return [
+        Finding(
+            "exact_duplicate",
+            copy.split,
+            copy.path,
+            copy.label,
+            1.0,
+            {"duplicate_of": group.kept.path, "duplicate_split": group.kept.split, "same": group.same(copy)},
+        )
+        for group in exact_duplicates(data.root, data, show)
+        for copy in group.copies
+    ]
+
+
+def read_splits(data: DataConfig, show: bool) -> Audited:
+    """train/, val/ and test/ as training reads them (bad files per ``data.on_bad_file``); an empty split is one
+    line and left out; val and test labelled with train's classes."""
+    root = Path(data.root)
+    packed = is_packed(root)
+    if not packed:
+        check_data_root(root)
+    extensions = NPY_EXTENSIONS if data.format == "npy" else IMAGE_EXTENSIONS
+    present = [s for s in SPLITS if (s in packed_splits(root) if packed else (root / s).is_dir())]
+    sets: dict[str, datasets.DatasetFolder] = {}
+    for split in present:
+        if not packed and not has_sample(root / split, extensions):
+            print(f"audit: {root / split} holds no images: nothing of it audited", file=sys.stderr)
+            continue
+        sets[split] = split_dataset(root, split, data, train=False, allow_empty=split != "train", progress=show)
+    if "train" not in sets:
+        raise UserError(f"{root / 'train'} holds no images: put each class's images in {root / 'train'}/<class>/")
+    for split in sets:
+        align_classes(sets[split], sets["train"].class_to_idx)
+    samples = [(path, target, split) for split, dataset in sets.items() for path, target in dataset.samples]
+    files = AuditFiles(
+        [path for path, _, _ in samples],
+        [split for _, _, split in samples],
+        np.array([target for _, target, _ in samples], dtype=np.int64),
+        list(sets["train"].classes),
+    )
+    return Audited(files, sets)
+
+
+def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> tuple[torch.Tensor, ...]:
+    """Every file's unit-length embedding, and its mirror image's, split after split (one read of each file)."""
+    plain, mirrored = [], []
+    for split, dataset in audited.sets.items():
+        loader = build_loader(dataset, data, train.seed, embedder.device, train=False)
+        batches = tracked(
+            (images for images, _ in loader), f"audit: embedding {split}", len(loader), train.progress, "batches"
+        )
+        one, two = embed_with_flips(embedder.model, batches, embedder.device, embedder.precision)
+        plain.append(one.cpu())
+        mirrored.append(two.cpu())
+    return torch.cat(plain), torch.cat(mirrored)
+
+
+def model_checks(
+    embedder: Embedder,
+    audited: Audited,
+    sections: tuple[DataConfig, TrainConfig],
+    folder: Path,
+    similarity: float,
+    found: dict[str, list[Finding] | None],
+) -> list[str]:
+    """Near duplicates, label issues and outliers from the embeddings, into ``found``; the arrays written for
+    whoever wants to look further (benchmarks/data_audit.py). Returns what to say about what was left out."""
+    from ..data.label_checks import label_issues, outliers
+
+    data, train = sections
+    plain, mirrored = embeddings(embedder, audited, data, train)
+    files, features = audited.files, plain.numpy()
+    found["near_duplicate"] = near_duplicates(files, plain, mirrored, similarity)
+    checked = label_issues(files, features, embedder.source, train.progress)
+    found["label_issue"] = checked.findings
+    found["outlier"] = outliers(files, features, embedder.source)
+    write_arrays(folder, files, (features, mirrored.numpy(), checked.probabilities), embedder.source)
+    return [checked.note] if checked.note else []

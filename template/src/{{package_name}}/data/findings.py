@@ -1,0 +1,152 @@
+"""What ``audit`` finds in a data set, as rows of one table: near duplicates and class balance (this module), label
+issues and outliers (``label_checks.py``), exact duplicates (``duplicates.py``).
+
+Every finding names one file by the path its dataset lists (``data.root``/split/class/file), its split, its
+folder's class and a score, higher meaning more likely a real problem; ``extra`` holds the kind's own columns
+(``COLUMNS``). The checks read arrays (embeddings, labels) and never touch a file: moving files is the user's act.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.errors import UserError
+
+# Each kind of finding: its CSV file, and the columns that follow kind, split, path, class, score (in this order).
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "exact_duplicate": ("duplicate_of", "duplicate_split", "same"),
+    "near_duplicate": ("duplicate_of", "duplicate_split"),
+    "label_issue": ("suggested_class", "method"),
+    "outlier": ("method",),
+    "class_imbalance": ("count",),
+}
+FILES = {
+    "exact_duplicate": "exact_duplicates",
+    "near_duplicate": "near_duplicates",
+    "label_issue": "label_issues",
+    "outlier": "outliers",
+    "class_imbalance": "class_balance",
+}
+# Cosine similarity of two embeddings (a file's, or its mirror image's) from which two files are near duplicates:
+# measured with EfficientNet-Lite0's ImageNet weights on copies of real photos (docs/audit.md, "Thresholds"), where
+# resized, re-compressed, 85% crops, recoloured and mirrored copies scored 0.79 to 1 (mean 0.87-0.95) and 0.9
+# found only half of them; `audit --near-duplicate-similarity` sets another.
+NEAR_DUPLICATE_SIMILARITY = 0.85
+# A class with fewer images than this share of its split's median count is flagged (score above 1 - share).
+IMBALANCE_SHARE = 0.2
+ROWS_PER_CHUNK = 1024  # rows of the similarity matrix made at once: 1,024 x 10,000 floats is 40 MB
+
+
+@dataclass(frozen=True)
+class AuditFiles:
+    """Every file audited, in the order train, val, test; each split in its dataset's order."""
+
+    paths: list[str]
+    splits: list[str]
+    targets: np.ndarray  # the folder's class of each file, as an index into ``classes`` (train/'s classes)
+    classes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def finding(self, kind: str, index: int, score: float, extra: dict[str, Any]) -> Finding:
+        """A finding about file ``index``: its split, path and folder's class filled in."""
+        label = self.classes[int(self.targets[index])]
+        return Finding(kind, self.splits[index], self.paths[index], label, float(score), extra)
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    split: str
+    path: str
+    label: str  # the class of the file's folder
+    score: float  # higher: more likely a real problem
+    extra: dict[str, Any] = field(default_factory=dict)  # the kind's own columns (COLUMNS)
+
+
+def class_balance(files: AuditFiles) -> list[Finding]:
+    """One row per class and split, from the folders alone: its count, and 1 - count / the split's median count."""
+    rows = []
+    for split in dict.fromkeys(files.splits):
+        counts = Counter(int(t) for t, s in zip(files.targets, files.splits, strict=True) if s == split)
+        per_class = [counts.get(index, 0) for index in range(len(files.classes))]
+        middle = max(median(per_class), 1)
+        for name, count in zip(files.classes, per_class, strict=True):
+            score = max(0.0, 1 - count / middle)
+            rows.append(Finding("class_imbalance", split, "", name, score, {"count": count}))
+    return rows
+
+
+def flagged_classes(rows: list[Finding]) -> list[Finding]:
+    """The class-balance rows worth a look: fewer than ``IMBALANCE_SHARE`` of the split's median count."""
+    return [row for row in rows if row.score > 1 - IMBALANCE_SHARE]
+
+
+def nearest_earlier(
+    plain: torch.Tensor, mirrored: torch.Tensor | None, rows_per_chunk: int = ROWS_PER_CHUNK
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each file, the most similar file before it in the audit's order, and that cosine similarity (P17: unit
+    vectors, so a matrix product). With ``mirrored`` (the embeddings of the mirrored images), a file is also
+    compared by its mirror image, so a flipped copy counts. The first file has none: similarity -inf, index -1."""
+    count = len(plain)
+    best = torch.full((count,), float("-inf"))
+    where = torch.full((count,), -1, dtype=torch.long)
+    for start in range(1, count, rows_per_chunk):
+        stop = min(start + rows_per_chunk, count)
+        similarity = plain[start:stop] @ plain[:stop].T  # only earlier columns are wanted: none past ``stop``
+        if mirrored is not None:
+            similarity = torch.maximum(similarity, mirrored[start:stop] @ plain[:stop].T)
+        rows = torch.arange(start, stop, device=plain.device)[:, None]
+        later = torch.arange(stop, device=plain.device)[None, :] >= rows  # the file itself and those after it
+        values, positions = similarity.masked_fill(later, float("-inf")).max(1)
+        best[start:stop], where[start:stop] = values.cpu(), positions.cpu()
+    return best, where
+
+
+def near_duplicates(
+    files: AuditFiles, plain: torch.Tensor, mirrored: torch.Tensor | None, threshold: float
+) -> list[Finding]:
+    """Each file with an earlier file at least ``threshold`` similar: the pair listed once, on the later file
+    (the val or test file of a pair across splits), ``duplicate_of`` the earlier one; most similar first."""
+    best, where = nearest_earlier(plain, mirrored)
+    rows = []
+    for index in torch.nonzero(best >= threshold).flatten().tolist():
+        other = int(where[index])
+        extra = {"duplicate_of": files.paths[other], "duplicate_split": files.splits[other]}
+        label = files.classes[int(files.targets[index])]
+        rows.append(
+            Finding("near_duplicate", files.splits[index], files.paths[index], label, float(best[index]), extra)
+        )
+    return sorted(rows, key=lambda row: -row.score)
+
+
+def across_splits(rows: list[Finding]) -> int:
+    """How many of the duplicate rows pair files of two splits (what inflates val_acc)."""
+    return sum(row.split != row.extra.get("duplicate_split", row.split) for row in rows)
+
+
+def write_csv(folder: Path, kind: str, rows: list[Finding]) -> Path:
+    """``folder/<kind's file>.csv``: kind, split, path, class, score, then the kind's columns; highest score first.
+    Written whole or not at all (a temporary file renamed), so a CSV is never half a list."""
+    path = folder / f"{FILES[kind]}.csv"
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["kind", "split", "path", "class", "score", *COLUMNS[kind]])
+            for row in sorted(rows, key=lambda row: -row.score):
+                extra = [row.extra.get(column, "") for column in COLUMNS[kind]]
+                writer.writerow([row.kind, row.split, row.path, row.label, f"{row.score:.6f}", *extra])
+        partial.replace(path)
+    except OSError as exc:
+        raise UserError(f"cannot write {path} ({exc.strerror}): pass audit --out a writable folder") from None
+    return path

@@ -1,0 +1,52 @@
+"""Embeddings: what the network sees in an image, as one unit-length vector (``similar`` and ``audit`` share them).
+
+P10: the classification head is replaced by ``nn.Identity``, so the network
+returns its embedding. P17: embeddings are L2-normalized with ``F.normalize``,
+so that cosine similarity is one matrix product, never a Python loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..core.device import autocast
+
+
+def without_head(model: nn.Module) -> nn.Module:
+    """P10: the same network returning embeddings; the loaded classifier is changed in place."""
+    model.head = nn.Identity()
+    return model.eval()
+
+
+def unit_embeddings(model: nn.Module, images: torch.Tensor, precision: str) -> torch.Tensor:
+    """One batch's unit-length embeddings, in float32 whatever precision computed them."""
+    with autocast(images.device, precision):
+        features = model(images)
+    return F.normalize(features.float(), dim=1)
+
+
+def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str) -> torch.Tensor:
+    """Unit-length embeddings (P17: ``F.normalize``), one row per image, computed batch by batch."""
+    chunks = []
+    with torch.inference_mode():  # P11: no graph and no autograd bookkeeping for a pass that only reads
+        for images in batches:
+            chunks.append(unit_embeddings(model, images.to(device, non_blocking=True), precision))
+    return torch.cat(chunks)
+
+
+def embed_with_flips(
+    model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``embed``, and the embeddings of the same images mirrored left to right, from one read of the files: a
+    mirrored copy of a photo is compared by its mirror image (audit's near duplicates)."""
+    plain, mirrored = [], []
+    with torch.inference_mode():  # P11
+        for images in batches:
+            images = images.to(device, non_blocking=True)
+            plain.append(unit_embeddings(model, images, precision))
+            mirrored.append(unit_embeddings(model, images.flip(-1), precision))  # the width axis of N x C x H x W
+    return torch.cat(plain), torch.cat(mirrored)
