@@ -1,7 +1,8 @@
 """The ``audit`` command: what in ``data.root`` would mislead a run, one CSV and one picture per kind of finding.
 
 The checks that need no model run always: class balance, from the folders
-alone (and exact duplicates: ``exact_duplicate_findings``). Near duplicates,
+alone, and exact duplicates (``exact_duplicate_findings``: data/duplicates.py,
+the check of every training start). Near duplicates,
 label issues and outliers need a network's embeddings: those of the pretrained
 weights the config names (``model.pretrained_weights``), or of a trained
 checkpoint (``--checkpoint``); without either they would mean nothing, and the
@@ -27,6 +28,7 @@ from ..core.errors import UserError
 from ..core.progress import tracked
 from ..data.bad_files import listing
 from ..data.decode import IMAGE_EXTENSIONS
+from ..data.duplicates import exact_duplicates
 from ..data.findings import (
     FILES,
     AuditFiles,
@@ -91,7 +93,7 @@ def run_audit(
         raise UserError(f"cannot make {folder} ({exc.strerror}): pass audit --out a writable folder") from None
     found: dict[str, list[Finding] | None] = {kind: None for kind in FILES}
     found["class_imbalance"] = class_balance(audited.files)
-    found["exact_duplicate"] = exact_duplicate_findings(cfg.data, audited.files)
+    found["exact_duplicate"] = exact_duplicate_findings(cfg.data, show)
     notes = []
     if embedder is None:
         notes.append(
@@ -142,12 +144,22 @@ def pretrained_embedder(model_cfg: ModelConfig, train: TrainConfig, image_size: 
     return Embedder(model, device, resolve_precision(train.precision, device, model_cfg.name), source)
 
 
-def exact_duplicate_findings(data: DataConfig, files: AuditFiles) -> list[Finding] | None:
-    """Files with the same bytes or pixels, from data/duplicates.py (the check every training start makes).
-
-    Not wired yet: None, and the summary says they were not checked here.
-    """
-    return None
+def exact_duplicate_findings(data: DataConfig, show: bool) -> list[Finding]:
+    """Files with the same bytes or pixels, from data/duplicates.py: the check every training start makes, from the
+    same file index (after a start, no unchanged file is read again). One row a copy; ``duplicate_of`` is its
+    group's first file (train/, else val/, else test/, by path: the one ``data.duplicates: drop`` keeps)."""
+    return [
+        Finding(
+            "exact_duplicate",
+            copy.split,
+            copy.path,
+            copy.label,
+            1.0,
+            {"duplicate_of": group.kept.path, "duplicate_split": group.kept.split, "same": group.same(copy)},
+        )
+        for group in exact_duplicates(data.root, data, show)
+        for copy in group.copies
+    ]
 
 
 def read_splits(data: DataConfig, show: bool) -> Audited:

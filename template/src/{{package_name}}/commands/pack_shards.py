@@ -1,7 +1,7 @@
 """``pack-shards DATA_ROOT OUT_DIR``: pack an ImageFolder into WebDataset tar shards, once (data/shards.py reads them).
 
 The files are listed and checked exactly as training checks them
-(``folders.folder_dataset``: stray files, headers, ``data.on_bad_file``), so
+(``folders.folder_dataset``: stray files, every file read, ``data.on_bad_file``), so
 the shards hold the samples a run from the folder would use, in its order,
 with train/'s labels. Each sample is written as the file's own bytes (no
 re-encoding: the pixels stay the folder's) and a ``.cls`` member with its
@@ -25,8 +25,9 @@ from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.optional import require
 from ..core.progress import meter
+from ..data import duplicates
 from ..data.decode import DECODE_VERSION
-from ..data.folders import align_classes, check_data_root, folder_dataset, warn_missing_classes
+from ..data.folders import check_data_root, checked_splits, warn_missing_classes
 from ..data.shards import FORMAT, MANIFEST, VERSION, digest
 
 SPLITS = ("train", "val", "test")  # test/ is packed when there: training evaluates it at the end
@@ -108,14 +109,13 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
     check_out_dir(out, root)
     terminal = sys.stderr.isatty()
     started = time.perf_counter()
-    # The checks of training, with its messages: a bad file stops packing, or (on_bad_file=skip) is left out.
-    train = folder_dataset(root / "train", cfg, train=False, progress=terminal)
-    sets = {"train": train}
+    # The checks of a training start (folders.checked_splits): every stray or unreadable file of every split named at
+    # once, stopping the pack (data.on_bad_file=skip: left out); the exact duplicates found, kept in the manifest.
+    checked = checked_splits(root, cfg, terminal)
+    sets, train = checked.sets, checked.sets["train"]
     for split in SPLITS[1:]:
-        if (root / split).is_dir():
-            sets[split] = folder_dataset(root / split, cfg, train=False, allow_empty=True, progress=terminal)
-            align_classes(sets[split], train.class_to_idx)  # labelled with train/'s classes, as training does
-            warn_missing_classes(sets[split])
+        if split in sets:
+            warn_missing_classes(sets[split])  # labelled with train/'s classes (checked_splits), as training does
     out.mkdir(parents=True, exist_ok=True)
     try:
         splits = {split: write_split(wds, dataset, out, split, max_bytes) for split, dataset in sets.items()}
@@ -134,6 +134,9 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         "packed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "classes": list(train.classes),
         "splits": splits,
+        # Every group of exact duplicates (duplicates.py), a list of [split, path, class, bytes digest], the kept
+        # file first; found with the pixels of data.image_size at packing (a JPEG decoded at reduced scale).
+        "duplicates": duplicates.recorded(checked.groups or [], root, list(train.classes)),
     }
     temporary = out / f".{MANIFEST}.partial"
     temporary.write_text(json.dumps(manifest, separators=(",", ":")))

@@ -25,15 +25,16 @@ from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
 from ..models import extensions
-from . import decode_race
+from . import decode_race, duplicates, start_checks
 from .bad_files import (
     Checked,
-    check_headers,
+    Problems,
+    check_every_file,
     check_link_loops,
-    check_strays,
-    drop_unreadable,
     extension_list,
+    leave_out,
     listing,
+    stray_files,
 )
 from .cache import keeps_in_memory
 from .decode import IMAGE_EXTENSIONS, ImageFiles
@@ -43,10 +44,12 @@ from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
 from .placement import Cached, Placement, measured_facts, place, recorded_decoder
 from .shards import PackedFolder, is_packed, packed_splits
+from .start_checks import CheckedSplits
 from .store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
-SPLITS = ("train", "val")
+SPLITS = ("train", "val")  # what data.root must hold; test/ is optional (duplicates.SPLITS: all three)
+BAD_FILES = "bad_files.txt"  # in train.out_dir: every problem file, where the start's line names only some
 
 
 def load_npy(path: str) -> np.ndarray:
@@ -104,23 +107,27 @@ def folder_dataset(
     allow_empty: bool = False,
     progress: bool = False,
     check_files: bool = True,
-    report: bool = True,
     index: FileIndex | None = None,
+    problems: Problems | None = None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
     Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
     JPEGs larger than needed decoded at a reduced scale.
-    ``check_files=False`` skips the per-file checks (stray files, image
-    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    ``check_files=False`` skips the per-file checks (stray files, every file
+    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
+    ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
+    (``Problems.settle``); without it they are said here, for this split alone.
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else IMAGE_EXTENSIONS
     check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
     check_class_folders(root, extensions, allow_empty)
+    alone = problems is None
+    problems = Problems(extensions) if problems is None else problems
     if check_files:
-        check_strays(root, extensions, cfg.on_bad_file)
+        problems.add(root, strays=stray_files(root, extensions))
     loader = Checked(load_npy if npy else ImageFiles(square_side(cfg)))  # the evaluation resize's side, at least
     transform = build_transform(cfg, train)
     scanned = Counted(extensions, meter(f"scanning {root}", None, progress))  # the walk's progress, file by file
@@ -136,12 +143,16 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    if cfg.on_bad_file == "skip" or (not npy and check_files):
+    skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
+    if skip or check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
-    if cfg.on_bad_file == "skip":
-        drop_unreadable(dataset, progress, report, index)  # the files left out: said once, by the main process
-    elif not npy and check_files:
-        check_headers(dataset, progress, index)  # a file that is no image stops the run before it writes anything
+        # Every new or changed file read whole once; its digests kept for duplicates.py.
+        bad = check_every_file(dataset, index, progress, square_side(cfg), npy)
+        problems.add(root, unreadable=bad)
+        if skip:
+            leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
+    if alone:
+        problems.settle(cfg.on_bad_file)  # a file that is no image stops the run before it writes
     return dataset
 
 
@@ -210,13 +221,55 @@ class TrainingData:
 def build_datasets(
     cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
-    """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside."""
+    """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside, and no
+    list written into ``train.out_dir`` (the lines say what was found)."""
     data = build_training_data(cfg, run, progress, world)
     return data.train, data.val  # type: ignore[return-value]
 
 
+def checked_splits(
+    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
+) -> CheckedSplits:
+    """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
+
+    Every stray and unreadable file of every split is said at once (``bad_files.Problems``): the run stops
+    naming them (data.on_bad_file=error), or leaves them out (skip), with the full list in
+    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
+    The per-file checks are made by each node's local rank 0 (and, under skip, by every rank: each needs the
+    list); test/ is checked by those alone (it is evaluated once, by the main process, at the end); the
+    duplicates (duplicates.py) are found by the main process from what its checks kept.
+    """
+    world = world or World()
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
+    check_files = world.local_rank == 0
+    packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
+    if not packed:
+        check_data_root(root)
+    # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
+    folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
+    splits = [split for split in duplicates.SPLITS if split in SPLITS or (check_files and has_split(root, split))]
+    # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
+    indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
+    problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
+    said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
+    sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
+    for split in splits[1:]:
+        sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
+        # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
+        # one that train/ lacks is said now (for test/: not after training).
+        align_classes(sets[split], sets["train"].class_to_idx)
+    groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
+    problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
+    return CheckedSplits(sets, indexes, folder, groups)
+
+
 def build_training_data(
-    cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None, resume: str | None = None
+    cfg: DataConfig,
+    run: TrainConfig,
+    progress: bool = False,
+    world: World | None = None,
+    resume: str | None = None,
+    lists: bool = False,
 ) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
@@ -229,37 +282,28 @@ def build_training_data(
     list). What they found is
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
+    Before training the start says the exact duplicates found and does what
+    ``data.duplicates`` says (duplicates.py: ``drop`` leaves out the same files
+    on every rank), and names the classes with few training images (class_counts.py).
     ``run``: the train section, whose device, out_dir and deterministic
     decide where the training images live (``placed``).
     ``progress``: this process reports the long phases (``core/progress.py``).
     ``resume``: train's ``--resume``, whose checkpoint says which decoder made
     its run's training images (``placement.recorded_decoder``).
+    ``lists``: write the lists of what the checks found (bad_files.txt, duplicates.csv) into ``train.out_dir``
+    (the train command's start; the lines say what was found either way).
     """
     world = world or World()
-    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
-    check_files = world.local_rank == 0
-    root = Path(cfg.root)
-    packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
-    if not packed:
-        check_data_root(root)
-    # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
-    folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
-    indexes = {split: FileIndex(root / split, folder) for split in SPLITS}
-    # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
-    said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)
-    val_set = split_dataset(root, "val", cfg, train=False, allow_empty=True, index=indexes["val"], **said)
-    if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
-        raise UserError(
-            f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
-            f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
-        )
-    align_classes(val_set, train_set.class_to_idx)
+    out_dir = Path(run.out_dir) if lists else None
+    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir)
+    start_checks.settle(checked, cfg, out_dir, world)  # duplicates acted on; what cannot train refused, or warned of
+    train_set, val_set = checked.sets["train"], checked.sets["val"]
     warn_missing_classes(val_set)
     memory = keeps_in_memory(cfg, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
     batches = batch_path(cfg, train_set.transform)  # build_transform's steps: all batch-made, or per sample
     placement = placed(train_set, cfg, run, world, (batches, memory), resume)
+    folder, indexes = checked.folder, checked.indexes
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg))  # type: ignore[assignment]
