@@ -25,9 +25,14 @@ from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.optional import require
 from ..core.progress import meter
-from ..data.decode import DECODE_VERSION
-from ..data.folders import align_classes, check_data_root, folder_dataset, warn_missing_classes
+from ..data import duplicates
+from ..data.bad_files import Problems
+from ..data.decode import DECODE_VERSION, IMAGE_EXTENSIONS
+from ..data.file_index import FileIndex
+from ..data.folders import NPY_EXTENSIONS, align_classes, check_data_root, folder_dataset, warn_missing_classes
+from ..data.pipeline import square_side
 from ..data.shards import FORMAT, MANIFEST, VERSION, digest
+from ..data.store import cache_folder
 
 SPLITS = ("train", "val", "test")  # test/ is packed when there: training evaluates it at the end
 DEFAULT_SHARD_BYTES = 256 * 2**20  # WebDataset suggests 100 MB to a few GB: few files, each read sequentially
@@ -108,14 +113,27 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
     check_out_dir(out, root)
     terminal = sys.stderr.isatty()
     started = time.perf_counter()
-    # The checks of training, with its messages: a bad file stops packing, or (on_bad_file=skip) is left out.
-    train = folder_dataset(root / "train", cfg, train=False, progress=terminal)
+    # The checks of training, with its messages and file index: every bad file of every split is named at once and
+    # stops packing, or (on_bad_file=skip) is left out; then the exact duplicates, recorded in the manifest.
+    problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
+    folder = cache_folder(cfg.cache_dir)
+    indexes = {split: FileIndex(root / split, folder) for split in SPLITS if (root / split).is_dir()}
+    checks = {"progress": terminal, "problems": problems}
+    train = folder_dataset(root / "train", cfg, train=False, index=indexes["train"], **checks)
     sets = {"train": train}
     for split in SPLITS[1:]:
-        if (root / split).is_dir():
-            sets[split] = folder_dataset(root / split, cfg, train=False, allow_empty=True, progress=terminal)
+        if split in indexes:
+            sets[split] = folder_dataset(root / split, cfg, False, allow_empty=True, index=indexes[split], **checks)
+    named = problems if cfg.on_bad_file == "error" else None  # skip: a file that fails its decode later is skipped
+    if named is not None:
+        problems.settle(cfg.on_bad_file)
+    for split in SPLITS[1:]:
+        if split in sets:
             align_classes(sets[split], train.class_to_idx)  # labelled with train/'s classes, as training does
             warn_missing_classes(sets[split])
+    # Copies found as a start from the folder finds them; a start from the shards reads them from the manifest.
+    groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, terminal)
+    problems.settle(cfg.on_bad_file)
     out.mkdir(parents=True, exist_ok=True)
     try:
         splits = {split: write_split(wds, dataset, out, split, max_bytes) for split, dataset in sets.items()}
@@ -134,6 +152,9 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         "packed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "classes": list(train.classes),
         "splits": splits,
+        # Every group of exact duplicates (duplicates.py), a list of [split, path, class, bytes digest], the kept
+        # file first; found with the pixels of data.image_size at packing (a JPEG decoded at reduced scale).
+        "duplicates": duplicates.recorded(groups, root, list(train.classes)),
     }
     temporary = out / f".{MANIFEST}.partial"
     temporary.write_text(json.dumps(manifest, separators=(",", ":")))

@@ -121,6 +121,11 @@ class DataConfig:
         "error: stop and name an unreadable file | skip: leave such files out, listed",
         choices=("error", "skip"),
     )
+    duplicates: str = option(
+        "warn",
+        "files with the same bytes or pixels in train/, val/, test/: warn | drop: keep one of each group | error",
+        choices=("warn", "drop", "error"),
+    )
     auto_augment: str = option(
         "none",
         "an augmentation policy after crop and flip",

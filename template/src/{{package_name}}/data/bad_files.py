@@ -1,25 +1,33 @@
-"""Unreadable and stray files in a data folder: stop with the file's name, or skip and report.
+"""Unreadable and stray files in a data folder: stop naming them, or skip and report.
 
-``data.on_bad_file: error`` (the default) stops at the first file that cannot
-be read, naming it; ``skip`` checks every file once before training and
-leaves out those that cannot be read, listing them.
+``data.on_bad_file: error`` (the default) stops before training when a file
+cannot be read or is no sample, naming every such file of every split at once
+(``Problems``: a count, the first few, the full list in a file); ``skip``
+checks every file once before training and leaves out those that cannot be
+read, listing them. Each file is read once for its check, which also keeps
+the digest of its bytes for the exact-duplicate check (``duplicates.py``).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PIL import Image, UnidentifiedImageError
 from torchvision import datasets
 
 from ..core.errors import UserError
+from ..core.files import write_atomically
 from ..core.progress import tracked
-from .file_index import BAD, HEADER, READ, FileIndex
+from . import decode  # decode.read_file: the one place a file is read (the tests count them there)
+from .file_index import BAD, HEADER, READ, FileIndex, Found, bytes_digest, pixel_digest
 
 # DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the
 # mark of a file made to exhaust memory; the warning Pillow gives below twice the limit is raised as an error.
@@ -85,7 +93,8 @@ def bombs_refused(read: Callable[[str], Any], path: str) -> Any:
 
 def reason(exc: BaseException, path: str) -> str:
     """The error's kind and whole message (a cut one showed notes.jp for notes.jpg), without the path twice."""
-    text = re.sub(r"\s*<_io\.\w+ name=.*?>", "", str(exc))  # Pillow names the open file object, path inside
+    # Pillow names the open file object: a file's with the path inside, the bytes' (bad_files.examine) by address.
+    text = re.sub(r"\s*<_io\.\w+ (?:name=.*?|object at 0x[0-9a-f]+)>", "", str(exc))
     message = " ".join(text.replace(repr(path), "").replace(path, "").split()).strip(" :")
     return f"{exc.__class__.__name__}: {message}" if message else exc.__class__.__name__
 
@@ -95,40 +104,67 @@ def extension_list(extensions: tuple[str, ...]) -> str:
     return "/".join(extensions) + " (any case)"
 
 
-def check_headers(dataset: datasets.DatasetFolder, progress: bool, index: FileIndex | None = None) -> None:
-    """Open every image's header (no decoding: fast) so that a file that is no image stops the run at once.
+def examine(path: str, whole: bool, npy: bool = False, min_side: int | None = None) -> Found:
+    """Read the file once: its bytes' digest, then its header opened from those bytes (``whole``: the whole picture
+    decoded by the contract, and its pixels' digest kept: data.on_bad_file=skip's check); BAD and why if it cannot.
 
-    A file damaged after its header still stops training when it is read,
-    naming itself. ``index`` remembers what was found: an unchanged file is
-    not opened again at the next start (a bad one is reported again).
+    One read for both: the digest of the exact-duplicate check (duplicates.py) costs the header check no second open.
     """
-    index = index or FileIndex(Path(dataset.root), None)
+    try:
+        data = decode.read_file(path)
+    except OSError as exc:  # gone since the scan, or no permission
+        return Found(BAD + reason(exc, path))
+    digest = bytes_digest(data)
+    try:
+        if npy:  # an array: its bytes are all there is to compare; ``whole`` loads it as folders.load_npy does
+            if whole:
+                np.load(io.BytesIO(data), allow_pickle=False)
+            return Found(READ if whole else HEADER, digest)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height, jpeg = *image.size, image.format == "JPEG"
+            found = Found(READ if whole else HEADER, digest, width, height, jpeg)
+            return found._replace(pixels=pixel_digest(data, found, min_side)) if whole else found
+    except READ_ERRORS as exc:
+        return Found(BAD + reason(exc, path))
+
+
+def check_every_file(
+    dataset: datasets.DatasetFolder,
+    index: FileIndex,
+    whole: bool,
+    progress: bool,
+    min_side: int | None = None,
+    npy: bool = False,
+) -> list[tuple[str, str]]:
+    """Check every file of ``dataset`` once (``examine``); returns the unreadable ones, each with why.
+
+    ``whole``: read every picture (data.on_bad_file=skip), else its header alone (a file damaged after its
+    header still stops training when it is read, naming itself). ``index`` remembers what was found: an
+    unchanged file is not opened again at the next start (a bad one is reported again).
+    """
+    needed = READ if whole else HEADER
     bad = []
     paths = [path for path, _ in dataset.samples]
     for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
-        verdict = index.known(path, HEADER)
-        if verdict is None:
-            verdict = header_verdict(path)
-            index.record(path, verdict)
-        if verdict.startswith(BAD):
-            bad.append(f"{path} ({verdict.removeprefix(BAD)})")
+        found = index.known(path, needed)
+        if found is None:
+            found = examine(path, whole, npy, min_side)
+            index.record(path, found)
+        if found.verdict.startswith(BAD):
+            bad.append((path, found.verdict.removeprefix(BAD)))
     index.save()  # before a bad file stops the run: the next start checks only what changed
-    if bad:
-        raise BadFileError(
-            f"{len(bad)} file(s) in {dataset.root} cannot be read as images: {listing(bad)}; "
-            "replace or remove them, or set data.on_bad_file=skip to leave them out"
-        )
+    return bad
 
 
-def header_verdict(path: str) -> str:
-    """HEADER when the image's header opens, else BAD and why."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path):
-                return HEADER
-    except READ_ERRORS as exc:
-        return BAD + reason(exc, path)
+def leave_out(dataset: datasets.DatasetFolder, paths: Iterable[str]) -> None:
+    """``dataset`` without ``paths`` (unreadable files under data.on_bad_file=skip; duplicates.py's left-out copies)."""
+    gone = set(paths)
+    if gone:
+        kept = [(p, t) for p, t in dataset.samples if p not in gone]
+        dataset.samples = dataset.imgs = kept
+        dataset.targets = [t for _, t in kept]
 
 
 def check_link_loops(root: Path) -> None:
@@ -167,44 +203,71 @@ def listing(paths: list[Path] | list[str]) -> str:
     return shown + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
 
 
-def check_strays(root: Path, extensions: tuple[str, ...], on_bad_file: str) -> None:
-    strays = stray_files(root, extensions)
-    if not strays:
-        return
-    if on_bad_file == "error":
-        raise BadFileError(
-            f"{len(strays)} file(s) in {root} are not {extension_list(extensions)}: {listing(strays)}; "
-            "move them out of the class folders, or set data.on_bad_file=skip"
-        )
-    print(f"warning: ignored {len(strays)} file(s) that are not samples: {listing(strays)}")
+@dataclass
+class Problems:
+    """Every stray and unreadable file of every split a start checks, said together: a count, the first few by name,
+    and, where the line cannot name them all, the full list in a file, instead of one problem per run.
 
+    ``settle`` stops the run in one line (data.on_bad_file=error) or warns that the files are left out (skip).
+    """
 
-def drop_unreadable(
-    dataset: datasets.DatasetFolder, progress: bool, report: bool = True, index: FileIndex | None = None
-) -> list[str]:
-    """Read every file once; keep only those that load. Returns the paths left out; ``report`` warns about them
-    (the main process alone, under torchrun: every rank reads every file, one says so). ``index`` remembers what
-    each read found: an unchanged file is not read again at the next start."""
-    index = index or FileIndex(Path(dataset.root), None)
-    bad = []
-    paths = [path for path, _ in dataset.samples]
-    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
-        verdict = index.known(path, READ)
-        if verdict is None:
-            try:
-                dataset.loader(path)
-                verdict = READ
-            except BadFileError as error:
-                verdict = BAD + error.why
-            index.record(path, verdict)
-        if verdict.startswith(BAD):
-            bad.append(path)
-    index.save()
-    if bad:
-        unreadable = set(bad)
-        kept = [(p, t) for p, t in dataset.samples if p not in unreadable]
-        dataset.samples = dataset.imgs = kept
-        dataset.targets = [t for _, t in kept]
-        if report:
-            print(f"warning: skipped {len(bad)} unreadable file(s): {listing(bad)}")
-    return bad
+    extensions: tuple[str, ...] = ()
+    strays: list[Path] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    roots: list[str] = field(default_factory=list)  # the split folders with problems, in the order found
+
+    def add(self, root: Path | str, strays: Sequence[Path] = (), unreadable: Sequence[tuple[str, str]] = ()) -> None:
+        self.strays += strays
+        self.unreadable += unreadable
+        if (strays or unreadable) and str(root) not in self.roots:
+            self.roots.append(str(root))
+
+    def __bool__(self) -> bool:
+        return bool(self.strays or self.unreadable)
+
+    def where(self, paths: Iterable[str | Path]) -> str:
+        """The split folders holding ``paths``: e.g. ``data/train and data/val``."""
+        paths = [str(path) for path in paths]
+        held = [root for root in self.roots if any(path.startswith(os.path.join(root, "")) for path in paths)]
+        return " and ".join(held) if len(held) < 3 else ", ".join(held[:-1]) + f" and {held[-1]}"
+
+    def write(self, listed: Path) -> bool:
+        """The full list, a line a file (its path, a tab, the problem); False where it cannot be written."""
+        lines = [f"{path}\tnot {extension_list(self.extensions)}" for path in self.strays]
+        lines += [f"{path}\t{why}" for path, why in self.unreadable]
+        try:
+            listed.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(listed, lambda handle: handle.write(("\n".join(lines) + "\n").encode()))
+        except OSError:
+            return False
+        return True
+
+    def settle(self, on_bad_file: str, listed: Path | None = None, report: bool = True) -> None:
+        """Stop the run naming every problem (``error``), or say which files are left out (``skip``; ``report``: the
+        process that speaks, which also writes the full list to ``listed`` where the line names only some).
+
+        A refused run leaves that list, and nothing else, in ``listed``'s folder (``train.out_dir``).
+        """
+        if not self:
+            return
+        cut = len(self.strays) > SHOWN or len(self.unreadable) > SHOWN  # the line names the first SHOWN of each
+        total = len(self.strays) + len(self.unreadable)
+        written = cut and listed is not None and report and self.write(listed)
+        full = f"; all {total} listed in {listed}" if written else ""
+        strays = f"{len(self.strays)} file(s) in {self.where(self.strays)}"
+        kinds = extension_list(self.extensions)
+        named = [f"{path} ({why})" for path, why in self.unreadable]
+        unreadable = f"{len(named)} file(s) in {self.where(path for path, _ in self.unreadable)}"
+        if on_bad_file == "error":
+            parts = [f"{strays} are not {kinds}: {listing(self.strays)}"] if self.strays else []
+            parts += [f"{unreadable} cannot be read as images: {listing(named)}"] if named else []
+            if self.strays and named:
+                fix = "move the stray files out of the class folders and replace or remove the unreadable ones"
+            else:
+                fix = "move them out of the class folders" if self.strays else "replace or remove them"
+            raise BadFileError("; ".join(parts) + f"{full}; {fix}, or set data.on_bad_file=skip to leave them out")
+        if report and self.strays:
+            ignored = f"{len(self.strays)} file(s) that are not samples ({kinds})"
+            print(f"warning: ignored {ignored}: {listing(self.strays)}{full}")
+        if report and named:
+            print(f"warning: skipped {len(named)} unreadable file(s): {listing(named)}{full}")

@@ -2,11 +2,13 @@
 
 One small JSON file per split in the cache folder (``store.cache_folder``)
 maps each file, by its path below the split, to the (size, mtime_ns) it had
-when checked and what the check found. A file whose size or mtime changed,
-or that is new, is checked again; one that is gone is dropped when the index
-is saved. The digest of (path, size, mtime_ns) of the samples, in order, is
-part of the decoded cache's key (``store.CacheKey``): a changed file makes a
-new cache, never a stale one.
+when checked and what the check found (``Found``): its verdict, a digest of
+its bytes, the picture's stored size, and, once the exact-duplicate check
+(``duplicates.py``) needed it, a digest of its decoded pixels. A file whose
+size or mtime changed, or that is new, is checked again; one that is gone is
+dropped when the index is saved. The digest of (path, size, mtime_ns) of the
+samples, in order, is part of the decoded cache's key (``store.CacheKey``): a
+changed file makes a new cache, never a stale one.
 """
 
 from __future__ import annotations
@@ -16,31 +18,84 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.progress import tracked
+from . import decode  # decode.open_rgb, by the module: the tests count the decodes there
 from .decode import DECODE_VERSION
 from .store import folder_key, write_chunks
 
 # Bump when the file's layout or a verdict's meaning changes: old indexes are then ignored. 2: a bad file's verdict
 # holds the reason alone (1 held the whole message, its way out included: a report listing it said that twice).
-INDEX_FORMAT = 2
-HEADER = "header"  # the image header opens (data.on_bad_file=error's check)
+# 3: each readable file's digests and picture size beside its verdict (the exact-duplicate check, duplicates.py).
+INDEX_FORMAT = 3
+HEADER = "header"  # the image header opens (data.on_bad_file=error's check; a .npy file: its bytes were read)
 READ = "read"  # the whole file loads (data.on_bad_file=skip's check); implies HEADER
 BAD = "bad: "  # prefix of a verdict that names why the file cannot be read
 MISSING = (-1, -1)  # a file listed by the scan that was gone when stat'ed: checked (and reported) as unreadable
+DIGEST_CHARS = 24  # hex digits kept of a SHA-256: 96 bits, no accidental match among billions of files
+
+
+class Found(NamedTuple):
+    """What the checks found of one file: kept in the index, so that a second start opens no unchanged file."""
+
+    verdict: str  # HEADER, READ, or BAD + why
+    digest: str = ""  # of the file's bytes ("" for a bad file)
+    width: int = 0  # the picture as stored (before the EXIF turn); 0 for a .npy array or a bad file
+    height: int = 0
+    jpeg: bool = False  # the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
+    pixels: str = ""  # "<scale>:<digest>" of its decoded pixels at that scale (duplicates.py); "" until needed
+
+    def entry(self, size: int, mtime: int) -> list:
+        """The index's JSON list; a bad file's holds its verdict alone."""
+        if self.verdict.startswith(BAD):
+            return [size, mtime, self.verdict]
+        return [size, mtime, self.verdict, self.digest, self.width, self.height, int(self.jpeg), self.pixels]
+
+    @classmethod
+    def of(cls, entry: list) -> Found:
+        """``entry``'s Found (without its size and mtime)."""
+        if len(entry) == 3:  # a bad file
+            return cls(entry[2])
+        verdict, digest, width, height, jpeg, pixels = entry[2:]
+        return cls(verdict, digest, width, height, bool(jpeg), pixels)
+
+
+def bytes_digest(data: bytes) -> str:
+    """The digest of a file's bytes: equal for two files only when they hold the same bytes."""
+    return hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]
+
+
+def scale_of(found: Found, min_side: int | None) -> int:
+    """1, or the 2, 4 or 8 libjpeg decodes a JPEG at under the decode contract (Pillow's ``draft`` rule: the
+    largest that keeps both sides at least ``min_side``; decode.py)."""
+    if not found.jpeg or not min_side:
+        return 1
+    fits = min(found.width // min_side, found.height // min_side)
+    return next(scale for scale in (8, 4, 2, 1) if fits >= scale or scale == 1)
+
+
+def pixel_digest(data: bytes, found: Found, min_side: int | None) -> str:
+    """``"<scale>:<digest>"`` of the picture the decode contract makes of ``data`` for a run whose evaluation resize
+    has ``min_side`` (the pixels every path reads: decode.open_rgb): equal for two files with the same pixels."""
+    image = decode.open_rgb(data, min_side)
+    digest = hashlib.sha256(f"{image.width}x{image.height}\n".encode())
+    digest.update(image.tobytes())
+    return f"{scale_of(found, min_side)}:{digest.hexdigest()[:DIGEST_CHARS]}"
 
 
 class FileIndex:
     """The split's remembered checks (``known``, ``record``), this start's (size, mtime_ns) of each file."""
 
-    def __init__(self, root: Path, folder: Path | None) -> None:
+    def __init__(self, root: Path, folder: Path | None, keep: bool = True) -> None:
         self.root = Path(root)
+        self.keep = keep  # False: read what was found, never write it (a process that is not the node's checker)
         self.prefix = os.path.join(str(root), "")  # the scan's paths start so (ImageFolder joins root and names)
         # Where it is kept: None (data.cache_dir=none) remembers nothing between runs.
         self.path = folder / f"{folder_key(self.root)}.files.json" if folder is not None else None
-        self.saved: dict[str, list] = self.load()  # relative path -> [size, mtime_ns, verdict]
+        self.saved: dict[str, list] = self.load()  # relative path -> [size, mtime_ns, *Found.entry]
         self.now: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime_ns), stat'ed at this start
-        self.found: dict[str, str] = {}  # relative path -> verdict, for the files of this start
+        self.found: dict[str, Found] = {}  # relative path -> what was found, for the files of this start
         self.changed = False
 
     def load(self) -> dict[str, list]:
@@ -69,30 +124,34 @@ class FileIndex:
         """The path below the split; a plain cut for the scan's own paths (``os.path.relpath`` costs 20x more)."""
         return path[len(self.prefix) :] if path.startswith(self.prefix) else os.path.relpath(path, self.root)
 
-    def known(self, path: str, needed: str) -> str | None:
-        """The remembered verdict, if the file is unchanged and was checked as ``needed`` (or found bad)."""
+    def known(self, path: str, needed: str) -> Found | None:
+        """What was found, if the file is unchanged and was checked as ``needed`` (or found bad)."""
         name = self.relative(path)
         entry, now = self.saved.get(name), self.now.get(name)
         if entry is None or now is None or now == MISSING or tuple(entry[:2]) != now:
             return None
-        verdict = entry[2]
+        found = Found.of(entry)
         # A whole read answers a header check too; a bad file stays bad until it changes.
-        if verdict.startswith(BAD) or verdict in (READ, needed):
-            self.found[name] = verdict
-            return verdict
+        if found.verdict.startswith(BAD) or found.verdict in (READ, needed):
+            self.found[name] = found
+            return found
         return None
 
-    def record(self, path: str, verdict: str) -> None:
-        """What a check found: HEADER, READ, or BAD + why."""
+    def record(self, path: str, found: Found) -> None:
+        """What a check found (``Found``); also a pixel digest added to what was found before."""
         name = self.relative(path)
-        self.found[name] = verdict
+        self.found[name] = found
         self.changed = True
+
+    def get(self, path: str) -> Found | None:
+        """What this start found of a file (checked now, or remembered); None for a file no check saw."""
+        return self.found.get(self.relative(path))
 
     def save(self) -> None:
         """Keep the verdicts of this start's files (the gone ones dropped); atomic, the last writer wins."""
-        if self.path is None or not self.now or not (self.changed or set(self.saved) - set(self.now)):
+        if not self.keep or self.path is None or not self.now or not (self.changed or set(self.saved) - set(self.now)):
             return  # nowhere to keep it, nothing stat'ed (a process that checked nothing), or nothing new
-        files = {name: [*self.now[name], verdict] for name, verdict in self.found.items() if name in self.now}
+        files = {name: found.entry(*self.now[name]) for name, found in self.found.items() if name in self.now}
         for name, entry in self.saved.items():  # unchanged files this start did not need to check (e.g. val)
             if name not in files and tuple(entry[:2]) == self.now.get(name):
                 files[name] = entry

@@ -25,28 +25,32 @@ from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
 from ..models import extensions
-from . import decode_race
+from . import decode_race, duplicates
 from .bad_files import (
     Checked,
-    check_headers,
+    Problems,
+    check_every_file,
     check_link_loops,
-    check_strays,
-    drop_unreadable,
     extension_list,
+    leave_out,
     listing,
+    stray_files,
 )
 from .cache import keeps_in_memory
+from .class_counts import check_class_count, tiny_classes_warning
 from .decode import IMAGE_EXTENSIONS, ImageFiles
+from .duplicates import DuplicateGroup
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
 from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
 from .placement import Cached, Placement, measured_facts, place, recorded_decoder
-from .shards import PackedFolder, is_packed, packed_splits
+from .shards import PackedFolder, is_packed, packed_splits, read_manifest
 from .store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
-SPLITS = ("train", "val")
+SPLITS = ("train", "val")  # what data.root must hold; test/ is optional (duplicates.SPLITS: all three)
+BAD_FILES = "bad_files.txt"  # in train.out_dir: every problem file, where the start's line names only some
 
 
 def load_npy(path: str) -> np.ndarray:
@@ -106,6 +110,7 @@ def folder_dataset(
     check_files: bool = True,
     report: bool = True,
     index: FileIndex | None = None,
+    problems: Problems | None = None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
@@ -114,13 +119,17 @@ def folder_dataset(
     ``check_files=False`` skips the per-file checks (stray files, image
     headers): under torchrun one process per node makes them (``build_datasets`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
+    ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
+    (``Problems.settle``); without it they are said here, for this split alone.
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else IMAGE_EXTENSIONS
     check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
     check_class_folders(root, extensions, allow_empty)
+    alone = problems is None
+    problems = Problems(extensions) if problems is None else problems
     if check_files:
-        check_strays(root, extensions, cfg.on_bad_file)
+        problems.add(root, strays=stray_files(root, extensions))
     loader = Checked(load_npy if npy else ImageFiles(square_side(cfg)))  # the evaluation resize's side, at least
     transform = build_transform(cfg, train)
     scanned = Counted(extensions, meter(f"scanning {root}", None, progress))  # the walk's progress, file by file
@@ -136,12 +145,16 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    if cfg.on_bad_file == "skip" or (not npy and check_files):
+    whole = cfg.on_bad_file == "skip"  # every file read whole, by every process: each needs the list of bad ones
+    if whole or check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
-    if cfg.on_bad_file == "skip":
-        drop_unreadable(dataset, progress, report, index)  # the files left out: said once, by the main process
-    elif not npy and check_files:
-        check_headers(dataset, progress, index)  # a file that is no image stops the run before it writes anything
+        # Every file read once (its header, or whole under skip), its bytes' digest kept for duplicates.py.
+        bad = check_every_file(dataset, index, whole, progress, square_side(cfg), npy)
+        problems.add(root, unreadable=bad)
+        if whole:
+            leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
+    if alone:
+        problems.settle(cfg.on_bad_file, report=report)  # a file that is no image stops the run before it writes
     return dataset
 
 
@@ -210,13 +223,78 @@ class TrainingData:
 def build_datasets(
     cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None
 ) -> tuple[datasets.DatasetFolder, datasets.DatasetFolder]:
-    """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside."""
+    """The train and val sets of ``build_training_data`` (evaluation, tests): where the images live aside, and no
+    list written into ``train.out_dir`` (the lines say what was found)."""
     data = build_training_data(cfg, run, progress, world)
     return data.train, data.val  # type: ignore[return-value]
 
 
+@dataclass
+class CheckedSplits:
+    """A start's splits, listed and checked (``checked_splits``), with what the checks found."""
+
+    sets: dict[str, datasets.DatasetFolder]  # train, val, and test/ where there (and this process checks files)
+    indexes: dict[str, FileIndex]  # what the per-file checks found, by split (file_index.py)
+    folder: Path | None  # data.cache_dir's folder; None: nothing kept between runs, or packed data
+    groups: list[DuplicateGroup] | None  # the exact duplicates (the main process's); None elsewhere, or not known
+
+
+def checked_splits(
+    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
+) -> CheckedSplits:
+    """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
+
+    Every stray and unreadable file of every split is said at once (``bad_files.Problems``): the run stops
+    naming them (data.on_bad_file=error), or leaves them out (skip), with the full list in
+    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
+    The per-file checks are made by each node's local rank 0 (and, under skip, by every rank: each needs the
+    list); test/ is checked by those alone (it is evaluated once, by the main process, at the end); the
+    duplicates (duplicates.py) are found by the main process from what its checks kept.
+    """
+    world = world or World()
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
+    check_files = world.local_rank == 0
+    packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
+    if not packed:
+        check_data_root(root)
+    # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
+    folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
+    splits = [split for split in duplicates.SPLITS if split in SPLITS or (check_files and has_split(root, split))]
+    # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
+    indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
+    problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
+    # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
+    said = {"progress": progress, "check_files": check_files, "report": world.is_main, "problems": problems}
+    sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
+    check_class_count(sets["train"])  # one class folder: nothing to learn
+    for split in splits[1:]:
+        sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
+        # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
+        # one that train/ lacks is said now (for test/: not after training).
+        align_classes(sets[split], sets["train"].class_to_idx)
+    listed = out_dir / BAD_FILES if out_dir is not None else None
+    if cfg.on_bad_file == "error":
+        problems.settle(cfg.on_bad_file, listed, world.is_main)  # before any pixel is compared: they are said now
+    groups = None
+    if world.is_main and packed:
+        groups = duplicates.packed_groups(read_manifest(root), root)
+        if groups is None:
+            print(f"duplicates: not checked: {root} was packed before pack-shards recorded them; pack it again")
+    elif world.is_main:
+        # A file whose pixels fail after its header passed is named with the rest (skip: the loader skips it).
+        named = problems if cfg.on_bad_file == "error" else None
+        groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, progress)
+    problems.settle(cfg.on_bad_file, listed, world.is_main)
+    return CheckedSplits(sets, indexes, folder, groups)
+
+
 def build_training_data(
-    cfg: DataConfig, run: TrainConfig, progress: bool = False, world: World | None = None, resume: str | None = None
+    cfg: DataConfig,
+    run: TrainConfig,
+    progress: bool = False,
+    world: World | None = None,
+    resume: str | None = None,
+    lists: bool = False,
 ) -> TrainingData:
     """Train and val sets that share the training set's ``class_to_idx``.
 
@@ -229,37 +307,55 @@ def build_training_data(
     list). What they found is
     kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
     (``store.py``): a second start checks and decodes only what changed.
+    Before training the start says the exact duplicates found and does what
+    ``data.duplicates`` says (duplicates.py: ``drop`` leaves out the same files
+    on every rank), and names the classes with few training images (class_counts.py).
     ``run``: the train section, whose device, out_dir and deterministic
     decide where the training images live (``placed``).
     ``progress``: this process reports the long phases (``core/progress.py``).
     ``resume``: train's ``--resume``, whose checkpoint says which decoder made
     its run's training images (``placement.recorded_decoder``).
+    ``lists``: write the lists of what the checks found (bad_files.txt, duplicates.csv) into ``train.out_dir``
+    (the train command's start; the lines say what was found either way).
     """
     world = world or World()
-    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
-    check_files = world.local_rank == 0
-    root = Path(cfg.root)
-    packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
-    if not packed:
-        check_data_root(root)
-    # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
-    folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
-    indexes = {split: FileIndex(root / split, folder) for split in SPLITS}
-    # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
-    said = {"progress": progress, "check_files": check_files, "report": world.is_main}
-    train_set = split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)
-    val_set = split_dataset(root, "val", cfg, train=False, allow_empty=True, index=indexes["val"], **said)
+    root, out_dir = Path(cfg.root), Path(run.out_dir) if lists else None
+    checked = checked_splits(root, cfg, progress, world, out_dir)
+    train_set, val_set = checked.sets["train"], checked.sets["val"]
+    files = sum(len(dataset) for dataset in checked.sets.values())
+    dropped = duplicates.settle(checked.groups, cfg, out_dir, world, files, list(checked.sets))
+    copies = sum(path.startswith(os.path.join(str(val_set.root), "")) for path in dropped)
+    for dataset in (train_set, val_set):
+        leave_out(dataset, dropped)  # data.duplicates=drop: the copies, the same on every process
+    if len(train_set) == 0:  # every file unreadable, and data.on_bad_file=skip left them all out
+        raise UserError(
+            f"{root / 'train'} holds no readable images (every one was skipped as unreadable): replace them"
+        )
+    if len(val_set) == 0 and copies:
+        raise UserError(
+            f"every image in {root / 'val'} is a copy of a training image (left out by data.duplicates=drop): move "
+            f"some of each class's other images from train/ to {root / 'val'}/<class name>/, so that validation "
+            "measures something"
+        )
     if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
         raise UserError(
             f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
             f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
         )
-    align_classes(val_set, train_set.class_to_idx)
+    if "test" in checked.sets:  # said now, not after training: a test/ with no image to evaluate
+        test_set = checked.sets["test"]
+        gone = set(dropped)
+        if world.is_main and all(path in gone for path, _ in test_set.samples):
+            print(f"warning: {root / 'test'} holds no images to evaluate at the end (empty, unreadable or copies)")
     warn_missing_classes(val_set)
+    tiny = tiny_classes_warning(train_set)
+    if tiny and world.is_main:
+        print(f"warning: {tiny}", flush=True)
     memory = keeps_in_memory(cfg, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
     batches = batch_path(cfg, train_set.transform)  # build_transform's steps: all batch-made, or per sample
     placement = placed(train_set, cfg, run, world, (batches, memory), resume)
+    folder, indexes = checked.folder, checked.indexes
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
         train_set = EncodedImages(train_set, square_side(cfg))  # type: ignore[assignment]

@@ -23,6 +23,9 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
         return None
     loaded = load_trained(best, overrides=(f"data.root={data_root}",))
     result = run_evaluate(loaded, "test")
+    if not result["count"]:  # every file unreadable and skipped, or left out as a copy: no figure to report
+        print(f"test: {Path(data_root) / 'test'} holds no images to evaluate: no test_metrics.json")
+        return None
     confusion = result["confusion"]
     report = {
         "split": "test",

@@ -16,8 +16,9 @@ from ..core.checkpoint import load_model_state, read_checkpoint
 from ..core.config import Config, DataConfig, load_config
 from ..core.device import Compute, configure_backends, resolve_precision, select_device
 from ..core.errors import UserError
-from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, listing, reason
+from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, leave_out, listing, reason
 from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
+from ..data.duplicates import exact_duplicates, left_out
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
@@ -87,6 +88,8 @@ def run_evaluate(loaded: Loaded, split: str = "val", progress: bool = False) -> 
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
+    if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
+        leave_out(dataset, left_out(exact_duplicates(root, cfg.data)))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)
     compute = Compute(loaded.device, loaded.precision)

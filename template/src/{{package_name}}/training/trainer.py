@@ -146,7 +146,9 @@ class Trainer:
         # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
         # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
         # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        data = build_training_data(cfg.data, cfg.train, cfg.train.progress and self.world.is_main, self.world, resume)
+        # It lists what its checks found in the run folder: bad_files.txt, duplicates.csv (data/duplicates.py).
+        shown = cfg.train.progress and self.world.is_main
+        data = build_training_data(cfg.data, cfg.train, shown, self.world, resume, lists=True)
         train_set, val_set = data.train, data.val
         self.lock = RunLock(self.out_dir)
         if self.world.is_main:  # after the data is checked: bad data leaves no empty run folder behind
