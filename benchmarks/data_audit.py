@@ -9,6 +9,7 @@ EfficientNet-Lite0's ImageNet weights (``imagenet_weights.py``), ``model.pretrai
 Side by side, on each injected set:
 
   audit:        ``python -m <package> audit`` (in this process: ``package.cli.main``), its CSVs scored;
+  start check:  the exact duplicates every training start finds (``data/duplicates.py``), called without training;
   Datalab:      cleanlab's Datalab (label, near-duplicate and outlier issues) on the features and out-of-sample
                 probabilities the audit left in its folder: the same inputs;
   cleanvision:  its exact and near duplicates (md5 of the pixels; equal perceptual hashes);
@@ -38,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.util
 import io
 import json
 import logging
@@ -61,6 +64,7 @@ from audit_tools import (  # sibling scripts: benchmarks/ is on the path of a sc
     imagededup_flags,
     imagededup_import,
     network_and_transform,
+    pairs_of,
     read_arrays,
     relative,
     score,
@@ -73,7 +77,7 @@ from startup import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "audit_bench"
-TOOLS = ("audit", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand")
+TOOLS = ("audit", "start check", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand")
 THRESHOLDS = (0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.97)
 # Seconds on the idle 2-core EPYC at the full run's sizes, for the duration printed at the start.
 SECONDS_PER_TRAINING, SECONDS_PER_SET = 70, 180
@@ -82,7 +86,11 @@ SECONDS_PER_TRAINING, SECONDS_PER_SET = 70, 180
 def settings(args: argparse.Namespace, root: Path, out: Path, seed: int) -> list[str]:
     """The ``--set`` pairs of every run of the project (audit and train): the data, the weights, finetune.py's
     sizes."""
-    sets = [
+    return [item for pair in overrides(args, root, out, seed) for item in ("--set", pair)]
+
+
+def overrides(args: argparse.Namespace, root: Path, out: Path, seed: int) -> list[str]:
+    return [
         f"data.root={root}",
         f"data.image_size={args.size}",
         f"data.batch_size={args.batch}",
@@ -92,7 +100,6 @@ def settings(args: argparse.Namespace, root: Path, out: Path, seed: int) -> list
         "train.progress=false",
         "data.cache_dir=none",
     ]
-    return [item for pair in sets for item in ("--set", pair)]
 
 
 def project_command(args: argparse.Namespace, command: list[str]) -> tuple[float, str]:
@@ -110,6 +117,23 @@ def run_audit(args: argparse.Namespace, root: Path, folder: Path, seed: int) -> 
     seconds, said = project_command(args, ["audit", *settings(args, root, folder / "run", seed), "--out", str(folder)])
     flags = audit_flags(folder, root, seconds)
     flags.parts = {"summary": said.strip().splitlines()[-12:]}  # type: ignore[dict-item]  # its printed table's tail
+    return flags
+
+
+def start_check(args: argparse.Namespace, root: Path, seed: int) -> Flags:
+    """The exact duplicates every training start finds (``data/duplicates.py``'s ``exact_duplicates``, which the
+    audit calls too), without training: a first start's cost (``data.cache_dir: none``, no file index kept)."""
+    config = importlib.import_module(f"{PACKAGE}.core.config")
+    duplicates = importlib.import_module(f"{PACKAGE}.data.duplicates")
+    preprocessing = importlib.import_module(f"{PACKAGE}.models.preprocessing")
+    weights = importlib.import_module(f"{PACKAGE}.models.weights")
+    started = time.perf_counter()
+    cfg = config.load_config([args.project / "configs" / "default.yaml"], overrides(args, root, root / "run", seed))
+    expected = weights.resolve_weights(cfg.model)  # the evaluation resize the weights ask for, as a start fills it
+    cfg = preprocessing.with_preprocessing(cfg, expected.expected if expected is not None else None).config
+    groups = duplicates.exact_duplicates(root, cfg.data)
+    flags = Flags("start check", ("exact",), seconds=time.perf_counter() - started)
+    flags.exact = pairs_of([relative(copy.path, root) for copy in group.files] for group in groups)
     return flags
 
 
@@ -193,6 +217,8 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
     files = sum(1 for path in root.glob("*/*/*") if path.is_file())
     folder = tmp / f"audit-{seed}-{share}"
     flags = [run_audit(args, root, folder, seed)]
+    if args.start_check:
+        flags.append(start_check(args, root, seed))
     arrays = read_arrays(folder, root)
     with quiet():  # their progress bars and log lines
         flags.append(datalab_flags("Datalab", arrays))
@@ -212,7 +238,7 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
     }
     for tool, row in scores.items():
         print(f"  seed {seed} share {share:.2f} {tool:<17} {brief(row)}", flush=True)
-    if args.epochs:
+    if args.epochs and seed in args.train_seeds:
         result["dirty"] = train(args, root, tmp / f"train-dirty-{seed}-{share}", seed)
         fixed = tmp / f"set-{seed}-{share}-fixed"
         result["fix"] = fix(root, folder, fixed, args.fix_labels, truth)
@@ -326,7 +352,7 @@ def sweep_table(sets: list[dict[str, Any]]) -> str:
 
 
 def drive(args: argparse.Namespace) -> None:
-    trainings = len(args.seeds) * (1 + 2 * len(args.shares)) if args.epochs else 0
+    trainings = len(args.train_seeds) * (1 + 2 * len(args.shares)) if args.epochs else 0
     minutes = (trainings * SECONDS_PER_TRAINING + len(args.seeds) * len(args.shares) * SECONDS_PER_SET) / 60
     plan = f"{len(args.seeds)} seeds x {len(args.shares)} shares, {trainings} trainings"
     load = f"load average now {os.getloadavg()[0]:.1f}"
@@ -341,6 +367,7 @@ def drive(args: argparse.Namespace) -> None:
         args.cli = sys.modules[f"{package.__name__}.cli"]
         if "audit" not in args.cli.COMMANDS:
             raise SystemExit(f"{args.template or REPO}: its generated project has no audit command (issue 52)")
+        args.start_check = importlib.util.find_spec(f"{PACKAGE}.data.duplicates") is not None
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
         import cleanvision  # noqa: F401
         import sklearn.linear_model  # noqa: F401
@@ -355,12 +382,13 @@ def drive(args: argparse.Namespace) -> None:
             "clean": [],
         }
         for seed in args.seeds:
-            if args.epochs:
+            if args.epochs and seed in args.train_seeds:
                 report["clean"].append(train(args, clean, tmp / f"train-clean-{seed}", seed) | {"seed": seed})
                 print(f"  seed {seed} clean  val {report['clean'][-1]['val_acc_best']:.3f} "
                       f"test {report['clean'][-1]['test_acc']:.3f}", flush=True)  # fmt: skip
             for share in args.shares:
                 report["sets"].append(one_set(args, clean, seed, share, tmp))
+                write(args.out, report | {"unfinished": True})  # what is done so far, should the run be stopped
         report["tables"] = {f"detection_{share}": detection_table(report["sets"], share) for share in args.shares}
         report["tables"]["sweep"] = sweep_table(report["sets"])
         if args.epochs:
@@ -369,9 +397,13 @@ def drive(args: argparse.Namespace) -> None:
         report["minutes"] = (time.perf_counter() - started) / 60
         for name, text in report["tables"].items():
             print(f"\n{name}\n{text}")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1))
+        write(args.out, report)
         print(f"\n{report['minutes']:.1f} min; written to {args.out}")
+
+
+def write(out: Path, report: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
 
 
 def main() -> None:
@@ -381,6 +413,7 @@ def main() -> None:
     parser.add_argument("--per-class", type=int, nargs=3, default=[50, 40, 40], help="train, val, test photos a class")
     parser.add_argument("--size", type=int, default=96, help="data.image_size of the audit and the training")
     parser.add_argument("--epochs", type=int, default=10, help="of each training; 0: no training, the audit only")
+    parser.add_argument("--train-seeds", type=int, nargs="*", help="the seeds that train too (default: every seed)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--fix-labels", choices=["relabel", "drop"], default="relabel")
     parser.add_argument("--template", type=Path, help="generate the project from this checkout (default: this one)")
@@ -389,8 +422,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few photos a class, one seed, 32 px: that it runs")
     args = parser.parse_args()
     args.plan = Plan()
+    args.train_seeds = args.seeds if args.train_seeds is None else args.train_seeds
     if args.quick:
         args.seeds, args.shares, args.per_class, args.size, args.epochs = [0], [0.1], [3, 4, 1], 32, 1
+        args.train_seeds = [0]
         args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, no_class=2)
     drive(args)
 
