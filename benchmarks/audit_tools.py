@@ -15,6 +15,7 @@ apart: flagging them is no error); outliers against the images of no class.
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import time
@@ -130,7 +131,11 @@ def datalab_flags(tool: str, arrays: Arrays, types: dict[str, Any] | None = None
         warnings.simplefilter("ignore")
         if len(rows) == len(arrays.paths):
             lab.find_issues(
-                features=arrays.features, pred_probs=arrays.probabilities, issue_types=types or DATALAB_TYPES
+                features=arrays.features,
+                pred_probs=arrays.probabilities,
+                # A copy each call: cleanlab 2.9 stores the arrays into the dict it is given, and a later call with the
+                # same dict found the first call's issues again (measured: rolled probabilities, the same 15 issues).
+                issue_types=copy.deepcopy(types or DATALAB_TYPES),
             )
             whole = lab
         else:  # probabilities for train only: label issues there, duplicates and outliers over every file
@@ -429,3 +434,55 @@ def similarity_sweep(arrays: Arrays, truth: Truth, thresholds: Iterable[float]) 
         "sweep": sweep,
         "copies": [{"kind": k, "similarity": float(similarity[a, b])} for (a, b), k in copies.items()],
     }
+
+
+LABEL_FILTERS = ("prune_by_noise_rate", "prune_by_class", "both", "confident_learning", "predicted_neq_given")
+OUTLIER_IQR = (1.0, 1.5, 1.7, 2.0, 3.0)  # Q3 + this x IQR of the neighbour distance: 1.7 is Datalab's and the audit's
+
+
+def label_sweep(arrays: Arrays, truth: Truth) -> dict[str, Any]:
+    """From the audit's own out-of-sample probabilities: what each of cleanlab's ``filter_by`` rules would flag
+    (precision and recall of the moved files, images of no class left out), and the average precision of the
+    self-confidence ranking (threshold-free)."""
+    from cleanlab.filter import find_label_issues
+    from sklearn.metrics import average_precision_score
+
+    rows = arrays.probability_rows
+    paths = [arrays.paths[i] for i in rows]
+    no_class = {row["path"] for row in truth.no_class}
+    moved = {row["path"] for row in truth.mislabelled}
+    keep = np.array([path not in no_class for path in paths])
+    labels, probabilities = arrays.labels[rows], arrays.probabilities
+    wanted = np.array([path in moved for path in paths])
+    result: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rule in LABEL_FILTERS:
+            flagged = find_label_issues(labels, probabilities, filter_by=rule) & keep
+            right = int((flagged & wanted).sum())
+            result[rule] = {"flagged": int(flagged.sum()), "precision": ratio(right, int(flagged.sum())),
+                            "recall": ratio(right, int(wanted.sum()))}  # fmt: skip
+    confidence = probabilities[np.arange(len(rows)), labels]
+    result["average_precision_self_confidence"] = float(average_precision_score(wanted[keep], -confidence[keep]))
+    return result
+
+
+def outlier_sweep(arrays: Arrays, truth: Truth) -> dict[str, Any]:
+    """From the audit's own features: cleanlab's ``OutOfDistribution`` (10 nearest neighbours) with the quartile
+    rule at several multipliers, and the average precision of its score for the images of no class."""
+    from cleanlab.outlier import OutOfDistribution
+    from sklearn.metrics import average_precision_score
+
+    scores = OutOfDistribution({"k": min(10, len(arrays.paths) - 1)}).fit_score(features=arrays.features)
+    distance = -np.log(np.clip(scores, np.finfo(np.float64).tiny, None))
+    wanted = np.array([path in {row["path"] for row in truth.no_class} for path in arrays.paths])
+    q1, q3 = np.percentile(distance, [25, 75])
+    result: dict[str, Any] = {"average_precision": float(average_precision_score(wanted, distance))}
+    for multiple in OUTLIER_IQR:
+        flagged = distance > q3 + multiple * (q3 - q1)
+        right = int((flagged & wanted).sum())
+        result[f"iqr_{multiple}"] = {"flagged": int(flagged.sum()), "precision": ratio(right, int(flagged.sum())),
+                                     "recall": ratio(right, int(wanted.sum()))}  # fmt: skip
+    ranked = np.argsort(-distance)[: int(wanted.sum())]
+    result["recall_in_top_as_many"] = ratio(int(wanted[ranked].sum()), int(wanted.sum()))
+    return result

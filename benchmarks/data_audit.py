@@ -56,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from audit_tools import (  # sibling scripts: benchmarks/ is on the path of a script run from it
+    LABEL_FILTERS,
+    OUTLIER_IQR,
     Flags,
     audit_flags,
     by_hand,
@@ -63,7 +65,9 @@ from audit_tools import (  # sibling scripts: benchmarks/ is on the path of a sc
     datalab_flags,
     imagededup_flags,
     imagededup_import,
+    label_sweep,
     network_and_transform,
+    outlier_sweep,
     pairs_of,
     read_arrays,
     relative,
@@ -78,6 +82,7 @@ from startup import cpu_name
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "audit_bench"
 TOOLS = ("audit", "start check", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand")
+DOCS = (REPO / "README.md", REPO / "benchmarks" / "README.md")  # where --paste puts the tables
 THRESHOLDS = (0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.97)
 # Seconds on the idle 2-core EPYC at the full run's sizes, for the duration printed at the start.
 SECONDS_PER_TRAINING, SECONDS_PER_SET = 70, 180
@@ -184,7 +189,11 @@ def fix(dirty: Path, audit: Path, out: Path, labels: str, truth: Truth) -> dict[
             elif row["suggested_class"] and row["suggested_class"] != row["class"]:
                 moved[path] = row["suggested_class"]
     # A class folder left empty would stop training: its last file stays, as a user would keep it.
-    dropped = {path for path in sorted(dropped) if last_but_one(out / path) and not (out / path).unlink()}
+    for path in sorted(dropped):
+        if last_but_one(out / path):
+            (out / path).unlink()
+        else:
+            dropped.discard(path)
     for path, label in list(moved.items()):
         if last_but_one(out / path):
             (out / path).rename(out / "train" / label / Path(path).name)
@@ -236,6 +245,8 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
         "audit_summary": flags[0].parts.get("summary"),
         "sweep": similarity_sweep(arrays, truth, THRESHOLDS),
     }
+    with quiet():  # cleanlab's "Fitting OOD estimator" line
+        result["label_sweep"], result["outlier_sweep"] = label_sweep(arrays, truth), outlier_sweep(arrays, truth)
     for tool, row in scores.items():
         print(f"  seed {seed} share {share:.2f} {tool:<17} {brief(row)}", flush=True)
     if args.epochs and seed in args.train_seeds:
@@ -279,9 +290,10 @@ def spread(values: list[float | None]) -> str:
     known = [value for value in values if value is not None]
     if not known:
         return "-"
+    digits = 0 if all(isinstance(value, int) for value in known) else 2  # counts: whole numbers
     if len(known) == 1 or min(known) == max(known):
-        return f"{known[0]:.2f}"
-    return f"{statistics.mean(known):.2f} ({min(known):.2f}-{max(known):.2f})"
+        return f"{known[0]:.{digits}f}"
+    return f"{statistics.mean(known):.{digits}f} ({min(known):.{digits}f}-{max(known):.{digits}f})"
 
 
 def detection_table(sets: list[dict[str, Any]], share: float) -> str:
@@ -298,14 +310,19 @@ def detection_table(sets: list[dict[str, Any]], share: float) -> str:
             values.append(part)
         return spread(values)
 
-    near_kinds = list(runs[0]["scores"]["audit"].get("near", {}).get("recall_by_kind", {}))
-    exact_kinds = list(runs[0]["scores"]["audit"].get("exact", {}).get("recall_by_kind", {}))
+    def kinds(check: str) -> list[str]:  # the copies' kinds, from whichever tool checks them
+        return list(
+            dict.fromkeys(k for t in tools for k in runs[0]["scores"][t].get(check, {}).get("recall_by_kind", {}))
+        )
+
+    near_kinds, exact_kinds = kinds("near"), kinds("exact")
     lines = ["| defect | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
     rows: list[tuple[str, tuple[str, ...]]] = [
         *[(f"{kind} copy: recall", ("exact", "recall_by_kind", kind)) for kind in exact_kinds],
         ("exact duplicates: precision", ("exact", "precision")),
         *[(f"{kind} copy: recall (near)", ("near", "recall_by_kind", kind)) for kind in near_kinds],
         ("near duplicates: precision (across splits)", ("near", "precision")),
+        ("near duplicates: precision, distinct photos", ("near", "precision_distinct")),
         ("every copy found (exact or near)", ("copies_found", "any")),
         (f"moved to a wrong class ({share:.0%}): recall", ("label", "recall")),
         ("label issues: precision", ("label", "precision")),
@@ -342,13 +359,79 @@ def accuracy_table(sets: list[dict[str, Any]], clean: list[dict[str, Any]]) -> s
 
 def sweep_table(sets: list[dict[str, Any]]) -> str:
     """The audit's features at each threshold: pairs across splits flagged, precision, recall of near copies."""
-    lines = ["| cosine threshold | pairs across splits | precision | recall (near copies) |", "|---:|---:|---:|---:|"]
+    lines = [
+        "| cosine threshold | pairs across splits | precision | precision, distinct photos | recall (near copies) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for index, threshold in enumerate(THRESHOLDS):
         points = [run["sweep"]["sweep"][index] for run in sets]
-        cells = [spread([p["flagged"] for p in points]), spread([p["precision"] for p in points]),
-                 spread([p["recall_near"] for p in points])]  # fmt: skip
+        cells = [
+            spread([p[key] for p in points]) for key in ("flagged", "precision", "precision_distinct", "recall_near")
+        ]
         lines.append(f"| {threshold} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def summary_table(sets: list[dict[str, Any]]) -> str:
+    """The README's short table: means over every seed and share (label issues by share), each cell from ``sets``."""
+    tools = ["audit", "Datalab", "cleanvision", "imagededup PHash", "by hand"]
+
+    def mean(tool: str, *keys: str, share: float | None = None) -> float | None:
+        values = []
+        for run in sets:
+            part: Any = run["scores"].get(tool, {})
+            for key in keys:
+                part = part.get(key) if isinstance(part, dict) else None
+            if part is not None and share in (None, run["share"]):
+                values.append(part)
+        return statistics.mean(values) if values else None
+
+    def pair(tool: str, kind: str, share: float | None = None) -> str:
+        if kind not in sets[0]["scores"].get(tool, {}):
+            return "-"  # not a check of this tool
+        both = [mean(tool, kind, key, share=share) for key in ("precision", "recall")]
+        return " / ".join("none flagged" if value is None else f"{value:.2f}" for value in both)
+
+    def exact(tool: str) -> str:
+        if tool == "audit" and "exact" not in sets[0]["scores"]["audit"]:
+            tool = "start check"  # the audit's exact duplicates are the start's check (data/duplicates.py)
+        return pair(tool, "exact") + (" (start check)" if tool == "start check" else "")
+
+    lines = ["| precision / recall | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
+    lines.append("| exact copies of val files in train | " + " | ".join(exact(tool) for tool in tools) + " |")
+    lines.append("| near copies (pairs across splits) | " + " | ".join(pair(tool, "near") for tool in tools) + " |")
+    for share in dict.fromkeys(run["share"] for run in sets):
+        cells = [pair(tool, "label", share) for tool in tools]
+        lines.append(f"| files in a wrong class folder ({share:.0%}) | " + " | ".join(cells) + " |")
+    lines.append("| images of no class (outliers) | " + " | ".join(pair(tool, "outlier") for tool in tools) + " |")
+    seconds = [mean(tool, "seconds_per_1000") for tool in tools]
+    lines.append("| seconds per 1,000 images | " + " | ".join("-" if v is None else f"{v:.0f}" for v in seconds) + " |")
+    return "\n".join(lines)
+
+
+def rules_table(sets: list[dict[str, Any]]) -> str:
+    """The audit's own arrays under other rules: cleanlab's label filters, the outlier quartile rule's multiple."""
+    lines = ["| rule on the audit's arrays | flagged | precision | recall |", "|---|---:|---:|---:|"]
+    for key, names in (("label_sweep", LABEL_FILTERS), ("outlier_sweep", [f"iqr_{m}" for m in OUTLIER_IQR])):
+        for name in names:
+            points = [run[key][name] for run in sets]
+            cells = [spread([p[k] for p in points]) for k in ("flagged", "precision", "recall")]
+            what = f"label issues: filter_by={name}" if key == "label_sweep" else f"outliers: Q3 + {name[4:]} x IQR"
+            lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    average = spread([run["label_sweep"]["average_precision_self_confidence"] for run in sets])
+    outliers = spread([run["outlier_sweep"]["average_precision"] for run in sets])
+    lines.append(f"| average precision: label self-confidence {average}, outlier distance {outliers} | | | |")
+    return "\n".join(lines)
+
+
+def tables(report: dict[str, Any]) -> dict[str, str]:
+    """Every table, from the report's runs alone (``--tables-from`` makes them again from a saved report)."""
+    sets = report["sets"]
+    made = {f"detection_{share}": detection_table(sets, share) for share in dict.fromkeys(r["share"] for r in sets)}
+    made |= {"sweep": sweep_table(sets), "rules": rules_table(sets), "summary": summary_table(sets)}
+    if report["clean"]:
+        made["accuracy"] = accuracy_table(sets, report["clean"])
+    return made
 
 
 def drive(args: argparse.Namespace) -> None:
@@ -389,16 +472,28 @@ def drive(args: argparse.Namespace) -> None:
             for share in args.shares:
                 report["sets"].append(one_set(args, clean, seed, share, tmp))
                 write(args.out, report | {"unfinished": True})  # what is done so far, should the run be stopped
-        report["tables"] = {f"detection_{share}": detection_table(report["sets"], share) for share in args.shares}
-        report["tables"]["sweep"] = sweep_table(report["sets"])
-        if args.epochs:
-            report["tables"]["accuracy"] = accuracy_table(report["sets"], report["clean"])
+        report["tables"] = tables(report)
         report["load_average_at_end"] = os.getloadavg()
         report["minutes"] = (time.perf_counter() - started) / 60
         for name, text in report["tables"].items():
             print(f"\n{name}\n{text}")
         write(args.out, report)
         print(f"\n{report['minutes']:.1f} min; written to {args.out}")
+        if args.paste:
+            paste_tables(report)
+
+
+def paste_tables(report: dict[str, Any], docs: tuple[Path, ...] = DOCS) -> None:
+    """Each table of ``report`` into the docs, between ``<!-- data_audit: NAME -->`` and ``<!-- /data_audit -->``:
+    the figures in the READMEs are the measured file's (``tests/test_benchmarks.py`` checks it)."""
+    for doc in docs:
+        text = doc.read_text()
+        for name, table in report["tables"].items():
+            start, end = f"<!-- data_audit: {name} -->\n", "<!-- /data_audit -->"
+            if start in text:
+                before, rest = text.split(start, 1)
+                text = before + start + table + "\n" + end + rest.split(end, 1)[1]
+        doc.write_text(text)
 
 
 def write(out: Path, report: dict[str, Any]) -> None:
@@ -419,8 +514,18 @@ def main() -> None:
     parser.add_argument("--template", type=Path, help="generate the project from this checkout (default: this one)")
     parser.add_argument("--cache", type=Path, default=REPO / ".bench", help="where the converted weights are kept")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "data_audit.json")
+    parser.add_argument("--tables-from", type=Path, help="make the tables again from this saved report; no run")
+    parser.add_argument("--paste", action="store_true", help="put the tables into README.md and benchmarks/README.md")
     parser.add_argument("--quick", action="store_true", help="a few photos a class, one seed, 32 px: that it runs")
     args = parser.parse_args()
+    if args.tables_from:
+        report = json.loads(args.tables_from.read_text())
+        report["tables"] = tables(report)
+        write(args.tables_from, report)
+        if args.paste:
+            paste_tables(report)
+        print("\n\n".join(f"{name}\n{text}" for name, text in report["tables"].items()))
+        return
     args.plan = Plan()
     args.train_seeds = args.seeds if args.train_seeds is None else args.train_seeds
     if args.quick:

@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import types
@@ -364,3 +365,21 @@ def test_injected_defects_are_what_their_truth_says_and_score_as_such(tmp_path: 
     assert fixed["dropped"] == 2 and fixed["dropped_clean"] == fixed["relabelled_clean"] == 0
     assert not (tmp_path / "fixed" / copy["path"]).exists() and (tmp_path / "fixed" / copy["source"]).exists()
     assert (tmp_path / "fixed" / "train" / moved["true_class"] / Path(moved["path"]).name).is_file()
+
+
+TABLE_BLOCK = re.compile(r"<!-- data_audit: (\w+(?:\.\d+)?) -->\n(.*?)<!-- /data_audit -->", re.S)
+
+
+def test_the_data_audit_tables_in_the_readmes_are_the_measured_file() -> None:
+    """Figures typed by hand drift from what was measured: every ``<!-- data_audit: NAME -->`` block of the README and
+    benchmarks/README.md is data_audit.json's table NAME, made again from its runs (``--tables-from``)."""
+    report = json.loads((REPO / "benchmarks" / "results" / "data_audit.json").read_text())
+    assert not report.get("unfinished"), "data_audit.json is a stopped run's"
+    tables = load_benchmark("data_audit").tables(report)
+    assert tables == report["tables"]
+    blocks = 0
+    for doc in (REPO / "README.md", REPO / "benchmarks" / "README.md"):
+        for name, text in TABLE_BLOCK.findall(doc.read_text()):
+            assert text == tables[name] + "\n", f"{doc.name}: the {name} table is not data_audit.json's"
+            blocks += 1
+    assert blocks >= 4 and "2-core AMD EPYC" in (REPO / "README.md").read_text().split("### Data audit", 1)[1]
