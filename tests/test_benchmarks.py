@@ -301,15 +301,16 @@ def test_data_audit_quick(tmp_path: Path) -> None:
     report = run_benchmark("data_audit.py", tmp_path / "audit.json", "--cache", str(tmp_path / "cache"))
     assert isinstance(report, dict) and len(report["sets"]) == 1
     scores = report["sets"][0]["scores"]
-    assert list(scores) == ["audit", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand"]
-    assert {"near", "label", "outlier"} <= set(scores["audit"]) and scores["audit"]["seconds"] > 0
+    tools = ["audit", "start check", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand"]
+    assert list(scores) == tools and {"near", "label", "outlier"} <= set(scores["audit"])
+    assert scores["audit"]["seconds"] > 0 and scores["start check"]["exact"]["recall_by_kind"]["exact (bytes)"] == 1.0
     for row in scores.values():
         for kind in ("exact", "near", "label", "outlier"):
             values = [row[kind][key] for key in ("precision", "recall")] if kind in row else []
             assert all(value is None or 0.0 <= value <= 1.0 for value in values), (row["tool"], kind, values)
     runs = [report["clean"][0], report["sets"][0]["dirty"], report["sets"][0]["fixed"]]
     assert all(0.0 <= run["test_acc"] <= 1.0 and 0.0 <= run["val_acc_best"] <= 1.0 for run in runs)
-    assert {"detection_0.1", "sweep", "accuracy"} <= set(report["tables"])
+    assert {"detection_0.1", "sweep", "rules", "summary", "accuracy"} <= set(report["tables"])
 
 
 def test_injected_defects_are_what_their_truth_says_and_score_as_such(tmp_path: Path) -> None:
