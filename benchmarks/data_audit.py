@@ -85,7 +85,7 @@ TOOLS = ("audit", "start check", "Datalab", "cleanvision", "imagededup PHash", "
 DOCS = (REPO / "README.md", REPO / "benchmarks" / "README.md")  # where --paste puts the tables
 THRESHOLDS = (0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.97)
 # Seconds on the idle 2-core EPYC at the full run's sizes, for the duration printed at the start.
-SECONDS_PER_TRAINING, SECONDS_PER_SET = 70, 180
+SECONDS_PER_TRAINING, SECONDS_PER_SET = 70, 120
 
 
 def settings(args: argparse.Namespace, root: Path, out: Path, seed: int) -> list[str]:
@@ -291,9 +291,10 @@ def spread(values: list[float | None]) -> str:
     if not known:
         return "-"
     digits = 0 if all(isinstance(value, int) for value in known) else 2  # counts: whole numbers
-    if len(known) == 1 or min(known) == max(known):
-        return f"{known[0]:.{digits}f}"
-    return f"{statistics.mean(known):.{digits}f} ({min(known):.{digits}f}-{max(known):.{digits}f})"
+    if f"{min(known):.{digits}f}" == f"{max(known):.{digits}f}":  # no spread at the digits shown
+        return f"{statistics.mean(known):.{digits}f}"
+    dash = " to " if min(known) < 0 else "-"  # -0.11 to -0.03, not -0.11--0.03
+    return f"{statistics.mean(known):.{digits}f} ({min(known):.{digits}f}{dash}{max(known):.{digits}f})"
 
 
 def detection_table(sets: list[dict[str, Any]], share: float) -> str:
@@ -375,6 +376,7 @@ def sweep_table(sets: list[dict[str, Any]]) -> str:
 def summary_table(sets: list[dict[str, Any]]) -> str:
     """The README's short table: means over every seed and share (label issues by share), each cell from ``sets``."""
     tools = ["audit", "Datalab", "cleanvision", "imagededup PHash", "by hand"]
+    names = ["audit", "Datalab on the audit's arrays", "cleanvision", "imagededup PHash", "by hand"]
 
     def mean(tool: str, *keys: str, share: float | None = None) -> float | None:
         values = []
@@ -397,7 +399,7 @@ def summary_table(sets: list[dict[str, Any]]) -> str:
             tool = "start check"  # the audit's exact duplicates are the start's check (data/duplicates.py)
         return pair(tool, "exact") + (" (start check)" if tool == "start check" else "")
 
-    lines = ["| precision / recall | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
+    lines = ["| precision / recall | " + " | ".join(names) + " |", "|---|" + "---:|" * len(tools)]
     lines.append("| exact copies of val files in train | " + " | ".join(exact(tool) for tool in tools) + " |")
     lines.append("| near copies (pairs across splits) | " + " | ".join(pair(tool, "near") for tool in tools) + " |")
     for share in dict.fromkeys(run["share"] for run in sets):
@@ -405,7 +407,8 @@ def summary_table(sets: list[dict[str, Any]]) -> str:
         lines.append(f"| files in a wrong class folder ({share:.0%}) | " + " | ".join(cells) + " |")
     lines.append("| images of no class (outliers) | " + " | ".join(pair(tool, "outlier") for tool in tools) + " |")
     seconds = [mean(tool, "seconds_per_1000") for tool in tools]
-    lines.append("| seconds per 1,000 images | " + " | ".join("-" if v is None else f"{v:.0f}" for v in seconds) + " |")
+    cells = ["-" if v is None else f"{v:.1f}" if v < 10 else f"{v:.0f}" for v in seconds]
+    lines.append("| seconds per 1,000 images | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
