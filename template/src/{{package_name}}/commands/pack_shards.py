@@ -1,7 +1,7 @@
 """``pack-shards DATA_ROOT OUT_DIR``: pack an ImageFolder into WebDataset tar shards, once (data/shards.py reads them).
 
 The files are listed and checked exactly as training checks them
-(``folders.folder_dataset``: stray files, headers, ``data.on_bad_file``), so
+(``folders.folder_dataset``: stray files, every file read, ``data.on_bad_file``), so
 the shards hold the samples a run from the folder would use, in its order,
 with train/'s labels. Each sample is written as the file's own bytes (no
 re-encoding: the pixels stay the folder's) and a ``.cls`` member with its
@@ -26,13 +26,9 @@ from ..core.errors import UserError
 from ..core.optional import require
 from ..core.progress import meter
 from ..data import duplicates
-from ..data.bad_files import Problems
-from ..data.decode import DECODE_VERSION, IMAGE_EXTENSIONS
-from ..data.file_index import FileIndex
-from ..data.folders import NPY_EXTENSIONS, align_classes, check_data_root, folder_dataset, warn_missing_classes
-from ..data.pipeline import square_side
+from ..data.decode import DECODE_VERSION
+from ..data.folders import check_data_root, checked_splits, warn_missing_classes
 from ..data.shards import FORMAT, MANIFEST, VERSION, digest
-from ..data.store import cache_folder
 
 SPLITS = ("train", "val", "test")  # test/ is packed when there: training evaluates it at the end
 DEFAULT_SHARD_BYTES = 256 * 2**20  # WebDataset suggests 100 MB to a few GB: few files, each read sequentially
@@ -113,27 +109,13 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
     check_out_dir(out, root)
     terminal = sys.stderr.isatty()
     started = time.perf_counter()
-    # The checks of training, with its messages and file index: every bad file of every split is named at once and
-    # stops packing, or (on_bad_file=skip) is left out; then the exact duplicates, recorded in the manifest.
-    problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
-    folder = cache_folder(cfg.cache_dir)
-    indexes = {split: FileIndex(root / split, folder) for split in SPLITS if (root / split).is_dir()}
-    checks = {"progress": terminal, "problems": problems}
-    train = folder_dataset(root / "train", cfg, train=False, index=indexes["train"], **checks)
-    sets = {"train": train}
-    for split in SPLITS[1:]:
-        if split in indexes:
-            sets[split] = folder_dataset(root / split, cfg, False, allow_empty=True, index=indexes[split], **checks)
-    named = problems if cfg.on_bad_file == "error" else None  # skip: a file that fails its decode later is skipped
-    if named is not None:
-        problems.settle(cfg.on_bad_file)
+    # The checks of a training start (folders.checked_splits): every stray or unreadable file of every split named at
+    # once, stopping the pack (data.on_bad_file=skip: left out); the exact duplicates found, kept in the manifest.
+    checked = checked_splits(root, cfg, terminal)
+    sets, train = checked.sets, checked.sets["train"]
     for split in SPLITS[1:]:
         if split in sets:
-            align_classes(sets[split], train.class_to_idx)  # labelled with train/'s classes, as training does
-            warn_missing_classes(sets[split])
-    # Copies found as a start from the folder finds them; a start from the shards reads them from the manifest.
-    groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, terminal)
-    problems.settle(cfg.on_bad_file)
+            warn_missing_classes(sets[split])  # labelled with train/'s classes (checked_splits), as training does
     out.mkdir(parents=True, exist_ok=True)
     try:
         splits = {split: write_split(wds, dataset, out, split, max_bytes) for split, dataset in sets.items()}
@@ -154,7 +136,7 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         "splits": splits,
         # Every group of exact duplicates (duplicates.py), a list of [split, path, class, bytes digest], the kept
         # file first; found with the pixels of data.image_size at packing (a JPEG decoded at reduced scale).
-        "duplicates": duplicates.recorded(groups, root, list(train.classes)),
+        "duplicates": duplicates.recorded(checked.groups or [], root, list(train.classes)),
     }
     temporary = out / f".{MANIFEST}.partial"
     temporary.write_text(json.dumps(manifest, separators=(",", ":")))

@@ -1,11 +1,13 @@
 """Unreadable and stray files in a data folder: stop naming them, or skip and report.
 
+Every new or changed file is read whole once, before training, and what was
+found is kept in the file index (``file_index.py``) with the digests of its
+bytes and pixels for the exact-duplicate check (``duplicates.py``).
 ``data.on_bad_file: error`` (the default) stops before training when a file
 cannot be read or is no sample, naming every such file of every split at once
 (``Problems``: a count, the first few, the full list in a file); ``skip``
-checks every file once before training and leaves out those that cannot be
-read, listing them. Each file is read once for its check, which also keeps
-the digest of its bytes for the exact-duplicate check (``duplicates.py``).
+leaves out those that cannot be read, listing them (every process reads every
+file then: each needs the list).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ from ..core.errors import UserError
 from ..core.files import write_atomically
 from ..core.progress import tracked
 from . import decode  # decode.read_file: the one place a file is read (the tests count them there)
-from .file_index import BAD, HEADER, READ, FileIndex, Found, bytes_digest, pixel_digest
+from .file_index import BAD, READ, FileIndex, Found, bytes_digest, pixel_digest
 
 # DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the
 # mark of a file made to exhaust memory; the warning Pillow gives below twice the limit is raised as an error.
@@ -40,6 +43,7 @@ READ_ERRORS = (
     Image.DecompressionBombWarning,
 )
 SHOWN = 5
+THREADS = 8  # files read and decoded at once by the checks, at most (and no more than the CPU cores)
 
 
 class BadFileError(UserError):
@@ -104,11 +108,12 @@ def extension_list(extensions: tuple[str, ...]) -> str:
     return "/".join(extensions) + " (any case)"
 
 
-def examine(path: str, whole: bool, npy: bool = False, min_side: int | None = None) -> Found:
-    """Read the file once: its bytes' digest, then its header opened from those bytes (``whole``: the whole picture
-    decoded by the contract, and its pixels' digest kept: data.on_bad_file=skip's check); BAD and why if it cannot.
+def examine(path: str, npy: bool = False, min_side: int | None = None) -> Found:
+    """Read the file once, whole: its bytes' digest, its picture decoded by the contract (the pixels' digest kept for
+    the exact-duplicate check, duplicates.py); BAD and why where it cannot be read, or is no image.
 
-    One read for both: the digest of the exact-duplicate check (duplicates.py) costs the header check no second open.
+    One read and one decode, kept in the file index: a file damaged after its header is named at start with every
+    other problem, not by a later run (or epoch) that reads it.
     """
     try:
         data = decode.read_file(path)
@@ -116,46 +121,62 @@ def examine(path: str, whole: bool, npy: bool = False, min_side: int | None = No
         return Found(BAD + reason(exc, path))
     digest = bytes_digest(data)
     try:
-        if npy:  # an array: its bytes are all there is to compare; ``whole`` loads it as folders.load_npy does
-            if whole:
-                np.load(io.BytesIO(data), allow_pickle=False)
-            return Found(READ if whole else HEADER, digest)
+        if npy:  # an array: its bytes are all there is to compare; loaded as folders.load_npy loads it
+            np.load(io.BytesIO(data), allow_pickle=False)
+            return Found(READ, digest)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
-                width, height, jpeg = *image.size, image.format == "JPEG"
-            found = Found(READ if whole else HEADER, digest, width, height, jpeg)
-            return found._replace(pixels=pixel_digest(data, found, min_side)) if whole else found
+            warnings.simplefilter("error", Image.DecompressionBombWarning)  # the bomb's warning refused, as loaders do
+            header = decode.sniff(data)  # a JPEG's or PNG's stored size from its first bytes; else Pillow's header
+            if header is None:
+                with Image.open(io.BytesIO(data)) as image:
+                    header = decode.Header(image.format or "", *image.size)
+            found = Found(READ, digest, header.width, header.height, int(header.format == "JPEG"))
+            return found._replace(pixels=pixel_digest(data, found, min_side))
     except READ_ERRORS as exc:
         return Found(BAD + reason(exc, path))
+
+
+class InThisThread:
+    """``ThreadPoolExecutor``'s ``map``, in the calling thread: where threads would only take turns."""
+
+    def __enter__(self) -> InThisThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def map(self, function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        return map(function, items)
+
+
+def threads(files: int) -> ThreadPoolExecutor | InThisThread:
+    """Threads to read and decode ``files`` (Pillow's decoders and hashlib release the GIL): half the CPU cores, at
+    most ``THREADS``; none on 2 cores, where measured they only took turns (a small file spends most of its time
+    in Python, holding the GIL)."""
+    count = min(THREADS, (os.cpu_count() or 1) // 2, files)
+    return ThreadPoolExecutor(count) if count > 1 else InThisThread()
 
 
 def check_every_file(
     dataset: datasets.DatasetFolder,
     index: FileIndex,
-    whole: bool,
     progress: bool,
     min_side: int | None = None,
     npy: bool = False,
 ) -> list[tuple[str, str]]:
-    """Check every file of ``dataset`` once (``examine``); returns the unreadable ones, each with why.
-
-    ``whole``: read every picture (data.on_bad_file=skip), else its header alone (a file damaged after its
-    header still stops training when it is read, naming itself). ``index`` remembers what was found: an
-    unchanged file is not opened again at the next start (a bad one is reported again).
-    """
-    needed = READ if whole else HEADER
-    bad = []
+    """Read every new or changed file of ``dataset`` once, whole (``examine``, in ``threads``); returns the
+    unreadable files, each with why. ``index`` remembers what was found: an unchanged file is not opened again
+    at the next start (a bad one is reported again)."""
     paths = [path for path, _ in dataset.samples]
-    for path in tracked(paths, f"checking {dataset.root}", len(paths), progress):
-        found = index.known(path, needed)
-        if found is None:
-            found = examine(path, whole, npy, min_side)
-            index.record(path, found)
-        if found.verdict.startswith(BAD):
-            bad.append((path, found.verdict.removeprefix(BAD)))
+    found = {path: index.known(path) for path in paths}
+    todo = [path for path, known in found.items() if known is None]
+    with threads(len(todo)) as pool:
+        read = pool.map(lambda path: examine(path, npy, min_side), todo)
+        for path, result in zip(todo, tracked(read, f"checking {dataset.root}", len(todo), progress), strict=True):
+            index.record(path, result)
+            found[path] = result
     index.save()  # before a bad file stops the run: the next start checks only what changed
-    return bad
+    return [(path, entry.verdict.removeprefix(BAD)) for path, entry in found.items() if entry.verdict.startswith(BAD)]
 
 
 def leave_out(dataset: datasets.DatasetFolder, paths: Iterable[str]) -> None:

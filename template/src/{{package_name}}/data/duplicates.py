@@ -2,41 +2,39 @@
 
 A photo in both train/ and val/ makes val_acc measure memory, and best.pt is
 chosen by it. Every start finds such files before training
-(``folders.build_training_data``), says the counts in one line, warns in one
-more when val/ or test/ holds copies of training files, lists every group in
-``<train.out_dir>/duplicates.csv`` and does what ``data.duplicates`` says:
-
-- ``warn`` (the default): train on every file;
-- ``drop``: each group keeps one file, its first in train/, else in val/, else
-  in test/ (by path); the others are left out: the val/ and test/ copies of
-  training files and the repeats within a split. The main process decides and
-  every process of a torchrun job trains on its list (``agreed``); ``evaluate``
-  leaves the same files out;
-- ``error``: stop in one line naming the count, the CSV and the fix.
+(``folders.checked_splits``), as ``DuplicateGroup``s: each group's first file
+in train/, else val/, else test/ (by path) is the one ``data.duplicates: drop``
+keeps (``left_out``). What a start says and does about them, as
+``data.duplicates`` asks (warn, drop, error), is ``start_checks.py``'s;
+``duplicates.csv`` in the run folder lists every group (``write_csv``).
 
 ``exact_duplicates(root, cfg)`` gives the groups without training (the
 ``audit`` command): the checks of training first (a bad file refused or left
 out as ``data.on_bad_file`` says), then a list of ``DuplicateGroup``;
 ``csv_rows`` turns them into rows of the audit's columns.
 
-Cost, and why this design. Same bytes: a SHA-256 of each file, made while its
-check reads it anyway (``bad_files.examine``: one read gives the header and
-the digest) and kept beside the check's verdict in the file index
-(``file_index.py``): a second start reads no unchanged file. Same pixels needs
-a decode, 5 to 50 times the cost of reading and hashing a file, so it is made
-only where it can find something: two files hold the same pixels only if their
-decoded pictures have the same size, so a file is decoded only when another
-file with other bytes has its picture size (one decode a group of equal
-bytes), and what the decode found is kept in the index too. A folder of
-pictures of many sizes (web images) then decodes few files; one of a single
-size (a camera's photos, a resized data set) decodes each once, on the first
-start. The pixels are this run's, by the decode contract (``decode.open_rgb``
-at the evaluation resize's side): what every path of the run reads, so a
-12-megapixel JPEG is decoded at 1/8 of its size (about 12 ms, not 250 ms).
-A digest is kept with that scale and made again only when another image
-size changes the scale; ``data.on_bad_file=skip`` decodes every file for its
-check and keeps the digest then. The decodes run in threads: Pillow and
-hashlib release the GIL while they work.
+Cost, and why this design. Every new or changed file is read whole once at
+start (``bad_files.examine``), so that an unreadable file of any split is named
+before training with all the others; the digests are made in that read: the
+SHA-256 of its bytes, and that of its pixels from its decode by the contract
+(``decode.open_rgb`` at the evaluation resize's side: what every path of the
+run reads, so a 12-megapixel JPEG is decoded at 1/8 of its size, 13 ms, not
+250 ms in full). Both are kept beside the check's verdict in the file index
+(``file_index.py``): a later start reads no unchanged file and finds the
+groups from the index alone. That whole read is the first start's cost (it
+opened headers alone before): about 80 us a 32-px PNG, 500 us a 64-px one,
+13 ms a phone photo, on a busy 2-core EPYC; 100,000 files' first start took
+27 s, not 18 s, their second 4.6 s as before (benchmarks/startup.py). A
+cheaper design that decoded only files that could match (same picture size,
+other bytes) decoded every file of a folder of one picture size anyway, and
+left a truncated file to a later run. A digest is kept with the scale it was
+made at; when another image size changes a JPEG's scale, it is decoded again
+only where it can match: two files hold the same pixels only if their decoded
+pictures have the same size (``FilePixels``, in ``bad_files.threads``).
+Hand-written (about 40 lines, ``find_groups``) rather than a library:
+imagededup, cleanvision and fastdup hash or embed pictures to find near
+copies and would decode every file again; exact equality of the contract's
+pixels is a dictionary of digests.
 
 Shards (``pack-shards``) have no file index: pack-shards finds the groups as a
 start from the folder would and records them in its manifest, and a start from
@@ -50,29 +48,26 @@ import csv
 import io
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch.distributed as dist
 from torchvision import datasets
 
 from ..core.config import DataConfig
-from ..core.distributed import World
-from ..core.errors import UserError
 from ..core.files import write_atomically
 from ..core.progress import tracked
 from . import decode  # decode.read_file: the one place a file is read (the tests count them there)
-from .bad_files import READ_ERRORS, Problems, bombs_refused, reason
+from .bad_files import READ_ERRORS, Problems, bombs_refused, reason, threads
 from .file_index import BAD, FileIndex, Found, pixel_digest, scale_of
+from .pipeline import square_side
+from .shards import is_packed, read_manifest
 
 SPLITS = ("train", "val", "test")  # a group keeps its first file in this order, then by path
 CSV_NAME = "duplicates.csv"
 # The audit's columns (kind, split, path, class, score, then the kind's own), and this list's: group, left_out.
 COLUMNS = ("kind", "split", "path", "class", "score", "duplicate_of", "duplicate_split", "same", "group", "left_out")
-THREADS = 8  # decodes at once, at most (and no more than the CPU cores)
 
 
 @dataclass(frozen=True)
@@ -146,7 +141,7 @@ def find_groups(
             same_bytes.setdefault(entry[3].digest, [seen]).append(entry)
     for digest, members in same_bytes.items():
         first[digest] = min(members, key=entry_order)
-    sizes: dict[tuple[int, int, bool], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
+    sizes: dict[tuple[int, int, int], tuple[int, int]] = {}  # (width, height, jpeg) -> decoded size: few shapes
 
     def size(found: Found) -> tuple[int, int]:
         shape = (found.width, found.height, found.jpeg)
@@ -190,17 +185,16 @@ class FilePixels:
             return None, reason(exc, path)
 
     def __call__(self, entries: list[Entry]) -> list[str | None]:
-        prefixes: dict[tuple[int, int, bool], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
+        prefixes: dict[tuple[int, int, int], str] = {}  # (width, height, jpeg) -> "<scale>:" of this run
 
         def kept(found: Found) -> str | None:
             shape = (found.width, found.height, found.jpeg)
             prefix = prefixes.get(shape) or prefixes.setdefault(shape, f"{scale_of(found, self.min_side)}:")
             return found.pixels if found.pixels.startswith(prefix) else None
 
-        known = [kept(entry[3]) for entry in entries]
-        todo = [entry for entry, digest in zip(entries, known, strict=True) if digest is None]
-        threads = max(1, min(THREADS, os.cpu_count() or 1, len(todo)))
-        with ThreadPoolExecutor(threads) as pool:  # Pillow's decoders and hashlib release the GIL
+        remembered = [kept(entry[3]) for entry in entries]
+        todo = [entry for entry, digest in zip(entries, remembered, strict=True) if digest is None]
+        with threads(len(todo)) as pool:
             decoded = tracked(pool.map(self.decode, todo), "comparing pixels", len(todo), self.progress)
             made = {entry[1]: result for entry, result in zip(todo, decoded, strict=True)}
         for split, path, _, found in todo:
@@ -212,7 +206,9 @@ class FilePixels:
                     self.problems.add(index.root, unreadable=[(path, why)])
             else:
                 index.record(path, found._replace(pixels=digest))
-        return [made[entry[1]][0] if digest is None else digest for entry, digest in zip(entries, known, strict=True)]
+        digests = [made[e[1]][0] if digest is None else digest for e, digest in zip(entries, remembered, strict=True)]
+        # Compared without the scale: a PNG holding a JPEG's pixels at 1/4 is that picture (the sizes matched).
+        return [digest.partition(":")[2] if digest is not None else None for digest in digests]
 
 
 def folder_files(sets: dict[str, datasets.DatasetFolder], indexes: dict[str, FileIndex]) -> list[Entry]:
@@ -241,6 +237,27 @@ def folder_groups(
     for index in indexes.values():
         index.save()
     return groups
+
+
+def found_at_start(
+    root: Path,
+    sets: dict[str, datasets.DatasetFolder],
+    indexes: dict[str, FileIndex],
+    cfg: DataConfig,
+    problems: Problems,
+    progress: bool = False,
+) -> list[DuplicateGroup] | None:
+    """The groups a start acts on (the main process's): a packed folder's, as pack-shards recorded them (None, and
+    a line, for a pack made before it did), else found from what the checks kept. A file decoded again at another
+    image size's scale that fails now is named with the other problems (data.on_bad_file=skip: left to the loader,
+    which skips it, since the other processes could not leave it out)."""
+    if is_packed(root):
+        groups = packed_groups(read_manifest(root), root)
+        if groups is None:
+            print(f"duplicates: not checked: {root} was packed before pack-shards recorded them; pack it again")
+        return groups
+    named = problems if cfg.on_bad_file == "error" else None
+    return folder_groups(sets, indexes, square_side(cfg), named, progress)
 
 
 def packed_groups(manifest: dict[str, Any], root: Path) -> list[DuplicateGroup] | None:
@@ -295,104 +312,6 @@ def write_csv(groups: list[DuplicateGroup], path: Path, left_out: set[str] | fro
 def left_out(groups: Iterable[DuplicateGroup]) -> list[str]:
     """What ``data.duplicates=drop`` leaves out: every file of a group but its kept one, sorted."""
     return sorted(copy.path for group in groups for copy in group.copies)
-
-
-def agreed(paths: list[str] | None, world: World) -> list[str]:
-    """The main process's ``paths`` on every process (``drop`` must leave out the same files on each, or the ranks
-    would train on different data). A collective on the start-up group: every process asks, once."""
-    if not world.distributed or world.startup is None:
-        return paths or []
-    box = [paths]
-    dist.broadcast_object_list(box, src=0, group=world.startup)
-    return box[0] or []
-
-
-def listed_in(listed: Path | None) -> str:
-    """Where the groups are listed, for a line (nowhere: the datasets built without a run, e.g. by a test)."""
-    return f" (listed in {listed})" if listed is not None else ""
-
-
-def counts_line(groups: list[DuplicateGroup], files: int, splits: Sequence[str], listed: Path | None) -> str:
-    """The start line: how many files repeat another's content, and where."""
-    named = ", ".join(f"{split}/" for split in splits[:-1]) + f" and {splits[-1]}/"
-    if not groups:
-        return f"duplicates: none among the {files:,} files of {named} (same bytes or same pixels)"
-    copies = [(group, copy) for group in groups for copy in group.copies]
-    by_pixels = sum(group.same(copy) == "pixels" for group, copy in copies)
-    leaks = [copy for group in groups for copy in group.leaks]
-    parts = [f"{sum(c.split == s for c in leaks)} in {s}/" for s in splits[1:] if any(c.split == s for c in leaks)]
-    where = [f"{' and '.join(parts)} of train/ files"] if parts else []
-    others = len(copies) - len(leaks)
-    where += [f"{others} within a split{' or between val/ and test/' if 'test' in splits else ''}"] if others else []
-    mixed = sum(len({copy.label for copy in group.files}) > 1 for group in groups)
-    where += [f"{mixed} group(s) across class folders (one picture, two labels)"] if mixed else []
-    return (
-        f"duplicates: {len(copies)} of the {files:,} files of {named} repeat another file's content "
-        f"({len(copies) - by_pixels} the same bytes, {by_pixels} the same pixels only), in {len(groups)} group(s): "
-        f"{', '.join(where)}{listed_in(listed)}"
-    )
-
-
-def leak_warning(groups: list[DuplicateGroup], listed: Path | None) -> str | None:
-    """One line when val/ or test/ holds copies of training files: what they do to the figures, and the fix."""
-    leaks = [copy for group in groups for copy in group.leaks]
-    if not leaks:
-        return None
-    val, test = sum(c.split == "val" for c in leaks), sum(c.split == "test" for c in leaks)
-    held = " and ".join(f"{n} {split}/" for n, split in ((val, "val"), (test, "test")) if n)
-    return (
-        f"warning: {held} file(s) are copies of training files: the model is scored on pictures it trained on, "
-        f"so val_acc{' and test_acc' if test else ''} partly measure memory, not what it learnt, and best.pt is "
-        f"chosen by val_acc; set data.duplicates=drop to leave them out, or remove them{listed_in(listed)}"
-    )
-
-
-def drop_line(groups: list[DuplicateGroup], splits: Sequence[str]) -> str:
-    """What ``drop`` left out, by split, and which file of each group it kept."""
-    gone = [copy.split for group in groups for copy in group.copies]
-    parts = ", ".join(f"{gone.count(split)} from {split}/" for split in splits if gone.count(split))
-    return (
-        f"duplicates: left out {len(gone)} copies (data.duplicates=drop): {parts}; each group keeps its first file "
-        "in train/, else val/, else test/ (by path), as duplicates.csv's duplicate_of column says"
-    )
-
-
-def refusal(groups: list[DuplicateGroup], listed: Path | None) -> UserError:
-    """data.duplicates=error: one line with the count, the CSV and the fix."""
-    copies = sum(len(group.copies) for group in groups)
-    leaks = sum(len(group.leaks) for group in groups)
-    return UserError(
-        f"{copies} file(s) repeat another file's content ({leaks} of them val/ or test/ copies of training files) "
-        f"and data.duplicates=error{listed_in(listed)}: remove the copies (each group's duplicate_of is its first "
-        "file), or set data.duplicates=drop to leave them out, or warn to train on them"
-    )
-
-
-def settle(
-    groups: list[DuplicateGroup] | None,
-    cfg: DataConfig,
-    out_dir: Path | None,
-    world: World,
-    files: int,
-    splits: Sequence[str],
-) -> list[str]:
-    """Say the counts, warn, write the CSV into ``out_dir`` (None: none written) and act as ``data.duplicates`` says
-    (``groups``: the main process's, None elsewhere or where nothing could be checked); returns the paths left out,
-    the same on every process."""
-    listed = out_dir / CSV_NAME if out_dir is not None and groups else None
-    dropped: list[str] | None = None
-    if world.is_main and groups is not None:
-        drop = cfg.duplicates == "drop"
-        dropped = left_out(groups) if drop else []
-        if listed is not None:
-            write_csv(groups, listed, set(dropped))
-        if groups and cfg.duplicates == "error":
-            raise refusal(groups, listed)
-        print(counts_line(groups, files, splits, listed), flush=True)
-        said = drop_line(groups, splits) if drop and groups else leak_warning(groups, listed)
-        if said:
-            print(said, flush=True)
-    return agreed(dropped, world) if cfg.duplicates == "drop" else []
 
 
 def exact_duplicates(root: str | Path, cfg: DataConfig, progress: bool = False) -> list[DuplicateGroup]:

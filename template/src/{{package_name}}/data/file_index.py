@@ -27,10 +27,10 @@ from .store import folder_key, write_chunks
 
 # Bump when the file's layout or a verdict's meaning changes: old indexes are then ignored. 2: a bad file's verdict
 # holds the reason alone (1 held the whole message, its way out included: a report listing it said that twice).
-# 3: each readable file's digests and picture size beside its verdict (the exact-duplicate check, duplicates.py).
+# 3: every file read whole (2 opened only the header under data.on_bad_file=error), its digests and picture size
+# beside its verdict (the exact-duplicate check, duplicates.py).
 INDEX_FORMAT = 3
-HEADER = "header"  # the image header opens (data.on_bad_file=error's check; a .npy file: its bytes were read)
-READ = "read"  # the whole file loads (data.on_bad_file=skip's check); implies HEADER
+READ = "read"  # the whole file loads, by the decode contract
 BAD = "bad: "  # prefix of a verdict that names why the file cannot be read
 MISSING = (-1, -1)  # a file listed by the scan that was gone when stat'ed: checked (and reported) as unreadable
 DIGEST_CHARS = 24  # hex digits kept of a SHA-256: 96 bits, no accidental match among billions of files
@@ -39,26 +39,23 @@ DIGEST_CHARS = 24  # hex digits kept of a SHA-256: 96 bits, no accidental match 
 class Found(NamedTuple):
     """What the checks found of one file: kept in the index, so that a second start opens no unchanged file."""
 
-    verdict: str  # HEADER, READ, or BAD + why
+    verdict: str  # READ, or BAD + why
     digest: str = ""  # of the file's bytes ("" for a bad file)
     width: int = 0  # the picture as stored (before the EXIF turn); 0 for a .npy array or a bad file
     height: int = 0
-    jpeg: bool = False  # the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
+    jpeg: int = 0  # 1: the decode contract may decode it at 1/2, 1/4 or 1/8 of that size (decode.reduces)
     pixels: str = ""  # "<scale>:<digest>" of its decoded pixels at that scale (duplicates.py); "" until needed
 
     def entry(self, size: int, mtime: int) -> list:
         """The index's JSON list; a bad file's holds its verdict alone."""
         if self.verdict.startswith(BAD):
             return [size, mtime, self.verdict]
-        return [size, mtime, self.verdict, self.digest, self.width, self.height, int(self.jpeg), self.pixels]
+        return [size, mtime, self.verdict, self.digest, self.width, self.height, self.jpeg, self.pixels]
 
     @classmethod
     def of(cls, entry: list) -> Found:
-        """``entry``'s Found (without its size and mtime)."""
-        if len(entry) == 3:  # a bad file
-            return cls(entry[2])
-        verdict, digest, width, height, jpeg, pixels = entry[2:]
-        return cls(verdict, digest, width, height, bool(jpeg), pixels)
+        """``entry``'s Found (without its size and mtime); a bad file's entry holds its verdict alone."""
+        return cls(*entry[2:])
 
 
 def bytes_digest(data: bytes) -> str:
@@ -124,21 +121,17 @@ class FileIndex:
         """The path below the split; a plain cut for the scan's own paths (``os.path.relpath`` costs 20x more)."""
         return path[len(self.prefix) :] if path.startswith(self.prefix) else os.path.relpath(path, self.root)
 
-    def known(self, path: str, needed: str) -> Found | None:
-        """What was found, if the file is unchanged and was checked as ``needed`` (or found bad)."""
+    def known(self, path: str) -> Found | None:
+        """What was found, if the file is unchanged (a bad file stays bad until it changes)."""
         name = self.relative(path)
         entry, now = self.saved.get(name), self.now.get(name)
         if entry is None or now is None or now == MISSING or tuple(entry[:2]) != now:
             return None
-        found = Found.of(entry)
-        # A whole read answers a header check too; a bad file stays bad until it changes.
-        if found.verdict.startswith(BAD) or found.verdict in (READ, needed):
-            self.found[name] = found
-            return found
-        return None
+        found = self.found[name] = Found.of(entry)
+        return found
 
     def record(self, path: str, found: Found) -> None:
-        """What a check found (``Found``); also a pixel digest added to what was found before."""
+        """What a check found (``Found``); also a pixel digest made again at another scale (duplicates.py)."""
         name = self.relative(path)
         self.found[name] = found
         self.changed = True

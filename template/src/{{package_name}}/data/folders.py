@@ -25,7 +25,7 @@ from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
 from ..models import extensions
-from . import decode_race, duplicates
+from . import decode_race, duplicates, start_checks
 from .bad_files import (
     Checked,
     Problems,
@@ -37,15 +37,15 @@ from .bad_files import (
     stray_files,
 )
 from .cache import keeps_in_memory
-from .class_counts import check_class_count, tiny_classes_warning
+from .class_counts import check_class_count
 from .decode import IMAGE_EXTENSIONS, ImageFiles
-from .duplicates import DuplicateGroup
 from .file_index import FileIndex
 from .gpu_decode import EncodedImages
 from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
 from .placement import Cached, Placement, measured_facts, place, recorded_decoder
-from .shards import PackedFolder, is_packed, packed_splits, read_manifest
+from .shards import PackedFolder, is_packed, packed_splits
+from .start_checks import CheckedSplits
 from .store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
@@ -108,7 +108,6 @@ def folder_dataset(
     allow_empty: bool = False,
     progress: bool = False,
     check_files: bool = True,
-    report: bool = True,
     index: FileIndex | None = None,
     problems: Problems | None = None,
 ) -> datasets.DatasetFolder:
@@ -116,8 +115,8 @@ def folder_dataset(
 
     Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
     JPEGs larger than needed decoded at a reduced scale.
-    ``check_files=False`` skips the per-file checks (stray files, image
-    headers): under torchrun one process per node makes them (``build_datasets`` decides which).
+    ``check_files=False`` skips the per-file checks (stray files, every file
+    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
@@ -145,16 +144,16 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    whole = cfg.on_bad_file == "skip"  # every file read whole, by every process: each needs the list of bad ones
-    if whole or check_files:
+    skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
+    if skip or check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
-        # Every file read once (its header, or whole under skip), its bytes' digest kept for duplicates.py.
-        bad = check_every_file(dataset, index, whole, progress, square_side(cfg), npy)
+        # Every new or changed file read whole once; its digests kept for duplicates.py.
+        bad = check_every_file(dataset, index, progress, square_side(cfg), npy)
         problems.add(root, unreadable=bad)
-        if whole:
+        if skip:
             leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
     if alone:
-        problems.settle(cfg.on_bad_file, report=report)  # a file that is no image stops the run before it writes
+        problems.settle(cfg.on_bad_file)  # a file that is no image stops the run before it writes
     return dataset
 
 
@@ -229,16 +228,6 @@ def build_datasets(
     return data.train, data.val  # type: ignore[return-value]
 
 
-@dataclass
-class CheckedSplits:
-    """A start's splits, listed and checked (``checked_splits``), with what the checks found."""
-
-    sets: dict[str, datasets.DatasetFolder]  # train, val, and test/ where there (and this process checks files)
-    indexes: dict[str, FileIndex]  # what the per-file checks found, by split (file_index.py)
-    folder: Path | None  # data.cache_dir's folder; None: nothing kept between runs, or packed data
-    groups: list[DuplicateGroup] | None  # the exact duplicates (the main process's); None elsewhere, or not known
-
-
 def checked_splits(
     root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
 ) -> CheckedSplits:
@@ -263,8 +252,7 @@ def checked_splits(
     # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
     indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
-    # Which files data.on_bad_file=skip left out: said by the main process alone (every rank reads every file).
-    said = {"progress": progress, "check_files": check_files, "report": world.is_main, "problems": problems}
+    said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
     sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
     check_class_count(sets["train"])  # one class folder: nothing to learn
     for split in splits[1:]:
@@ -272,19 +260,8 @@ def checked_splits(
         # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
         # one that train/ lacks is said now (for test/: not after training).
         align_classes(sets[split], sets["train"].class_to_idx)
-    listed = out_dir / BAD_FILES if out_dir is not None else None
-    if cfg.on_bad_file == "error":
-        problems.settle(cfg.on_bad_file, listed, world.is_main)  # before any pixel is compared: they are said now
-    groups = None
-    if world.is_main and packed:
-        groups = duplicates.packed_groups(read_manifest(root), root)
-        if groups is None:
-            print(f"duplicates: not checked: {root} was packed before pack-shards recorded them; pack it again")
-    elif world.is_main:
-        # A file whose pixels fail after its header passed is named with the rest (skip: the loader skips it).
-        named = problems if cfg.on_bad_file == "error" else None
-        groups = duplicates.folder_groups(sets, indexes, square_side(cfg), named, progress)
-    problems.settle(cfg.on_bad_file, listed, world.is_main)
+    groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
+    problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
     return CheckedSplits(sets, indexes, folder, groups)
 
 
@@ -319,38 +296,11 @@ def build_training_data(
     (the train command's start; the lines say what was found either way).
     """
     world = world or World()
-    root, out_dir = Path(cfg.root), Path(run.out_dir) if lists else None
-    checked = checked_splits(root, cfg, progress, world, out_dir)
+    out_dir = Path(run.out_dir) if lists else None
+    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir)
+    start_checks.settle(checked, cfg, out_dir, world)  # duplicates acted on; what cannot train refused, or warned of
     train_set, val_set = checked.sets["train"], checked.sets["val"]
-    files = sum(len(dataset) for dataset in checked.sets.values())
-    dropped = duplicates.settle(checked.groups, cfg, out_dir, world, files, list(checked.sets))
-    copies = sum(path.startswith(os.path.join(str(val_set.root), "")) for path in dropped)
-    for dataset in (train_set, val_set):
-        leave_out(dataset, dropped)  # data.duplicates=drop: the copies, the same on every process
-    if len(train_set) == 0:  # every file unreadable, and data.on_bad_file=skip left them all out
-        raise UserError(
-            f"{root / 'train'} holds no readable images (every one was skipped as unreadable): replace them"
-        )
-    if len(val_set) == 0 and copies:
-        raise UserError(
-            f"every image in {root / 'val'} is a copy of a training image (left out by data.duplicates=drop): move "
-            f"some of each class's other images from train/ to {root / 'val'}/<class name>/, so that validation "
-            "measures something"
-        )
-    if len(val_set) == 0:  # else every epoch would report val_acc 0.0% and pick a "best" from nothing
-        raise UserError(
-            f"{root / 'val'} holds no images (its class folders are empty): put some of each class's images in "
-            f"{root / 'val'}/<class name>/, moved out of train/, so that validation measures something"
-        )
-    if "test" in checked.sets:  # said now, not after training: a test/ with no image to evaluate
-        test_set = checked.sets["test"]
-        gone = set(dropped)
-        if world.is_main and all(path in gone for path, _ in test_set.samples):
-            print(f"warning: {root / 'test'} holds no images to evaluate at the end (empty, unreadable or copies)")
     warn_missing_classes(val_set)
-    tiny = tiny_classes_warning(train_set)
-    if tiny and world.is_main:
-        print(f"warning: {tiny}", flush=True)
     memory = keeps_in_memory(cfg, len(train_set) + len(val_set))
     # The one place the path is decided: uint8 squares here mean crops and flips per batch later (batches.py).
     batches = batch_path(cfg, train_set.transform)  # build_transform's steps: all batch-made, or per sample

@@ -143,10 +143,8 @@ class Trainer:
         precision = resolve_precision(cfg.train.precision, device, cfg.model.name)
         self.compute = Compute(device, precision, memory_format(cfg.train.channels_last, device))
 
-        # The per-file checks once per node (local rank 0): the node's other ranks wait for them before the
-        # decoder's race (distributed.files_checked, in placement.place), and for every rank at started() below.
-        # Its long phases report in the main process: a bar on a terminal, lines in a log (core/progress.py).
-        # It lists what its checks found in the run folder: bad_files.txt, duplicates.csv (data/duplicates.py).
+        # The files checked once per node (local rank 0; the others wait at distributed.files_checked, all at started()
+        # below), long phases shown by the main process (core/progress.py), what was found listed in the run folder.
         shown = cfg.train.progress and self.world.is_main
         data = build_training_data(cfg.data, cfg.train, shown, self.world, resume, lists=True)
         train_set, val_set = data.train, data.val
