@@ -56,7 +56,8 @@ lint: $(STAMP)
 test: lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# What benchmarks/finetune.py compares the project with, beside the dev environment: fast.ai (the bench extra).
+# What the benchmarks compare the project with, beside the dev environment (the bench extra): fast.ai for
+# finetune.py; cleanlab's Datalab, cleanvision and imagededup for data_audit.py.
 BENCH_STAMP := $(VENV)/.bench-installed
 
 bench-env: $(BENCH_STAMP)

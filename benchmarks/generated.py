@@ -16,11 +16,18 @@ from copier import run_copy
 REPO = Path(__file__).resolve().parents[1]
 
 
-def import_generated(dest: Path, project_name: str, package_name: str) -> ModuleType:
-    """Generate this checkout (HEAD and its uncommitted changes) at ``dest`` and import its package, with
-    ``package.cli`` loaded so that ``package.cli.main(args)`` runs as the console script would."""
-    data = {"project_name": project_name, "package_name": package_name}
-    run_copy(str(REPO), dest, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
+def import_generated(
+    dest: Path,
+    project_name: str,
+    package_name: str,
+    answers: dict[str, str] | None = None,
+    template: Path | None = None,
+) -> ModuleType:
+    """Generate this checkout (HEAD and its uncommitted changes; or the checkout ``template``) at ``dest`` with
+    ``answers`` beside the names, and import its package, with ``package.cli`` loaded so that
+    ``package.cli.main(args)`` runs as the console script would."""
+    data = {"project_name": project_name, "package_name": package_name, **(answers or {})}
+    run_copy(str(template or REPO), dest, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
     sys.path.insert(0, str(dest / "src"))
     package = importlib.import_module(package_name)
     importlib.import_module(f"{package_name}.cli")  # an attribute of the package once imported

@@ -70,20 +70,26 @@ def cells(split: str) -> list[tuple[int, int]]:
     return [(row, col) for row in range(GRID) for col in range(GRID) if (row + col) % 2 == parity]
 
 
-def crops(photo: np.ndarray, split: str, count: int, seed: int) -> list[np.ndarray]:
-    """``count`` square crops of ``photo`` (H, W, 3) inside ``split``'s cells, the cells taken in turn."""
+def crop_boxes(height: int, width: int, split: str, count: int, seed: int) -> list[tuple[int, int, int]]:
+    """``count`` squares (top, left, side) inside ``split``'s cells of a ``height`` x ``width`` photo, the cells
+    taken in turn: where ``crops`` cuts (``defects.py`` keeps them, to know which crops share pixels)."""
     rng = np.random.default_rng(seed)
-    height, width = photo.shape[:2]
     cell_h, cell_w = height // GRID, width // GRID
     chosen = cells(split)
-    out = []
+    boxes = []
     for index in range(count):
         row, col = chosen[index % len(chosen)]
         side = int(min(cell_h, cell_w) * rng.uniform(*CROP_SIDE))
         top = row * cell_h + int(rng.integers(0, cell_h - side + 1))
         left = col * cell_w + int(rng.integers(0, cell_w - side + 1))
-        out.append(photo[top : top + side, left : left + side])
-    return out
+        boxes.append((top, left, side))
+    return boxes
+
+
+def crops(photo: np.ndarray, split: str, count: int, seed: int) -> list[np.ndarray]:
+    """``count`` square crops of ``photo`` (H, W, 3) inside ``split``'s cells, the cells taken in turn."""
+    boxes = crop_boxes(photo.shape[0], photo.shape[1], split, count, seed)
+    return [photo[top : top + side, left : left + side] for top, left, side in boxes]
 
 
 def save_as_camera(pixels: np.ndarray, path: Path, sideways: bool) -> None:

@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import types
@@ -291,3 +292,95 @@ def test_throughputs_check_compiles_one_model_once(
     cfg = importlib.import_module("x_pkg.core.config").load_config(None, overrides)
     _, best = throughput.compute_bound("x_pkg", cfg, 4, 1, torch.device("cpu"))
     assert best == "fp32, channels_last, compiled" and events == ["reset", "compile"]
+
+
+@pytest.mark.bench
+def test_data_audit_quick(tmp_path: Path) -> None:
+    """The generated audit on injected defects in real photos, beside Datalab on its arrays, cleanvision,
+    imagededup and the by-hand pipeline; then trained on the clean, injected and fixed sets."""
+    report = run_benchmark("data_audit.py", tmp_path / "audit.json", "--cache", str(tmp_path / "cache"))
+    assert isinstance(report, dict) and len(report["sets"]) == 1
+    scores = report["sets"][0]["scores"]
+    tools = ["audit", "start check", "Datalab", "cleanvision", "imagededup PHash", "imagededup CNN", "by hand"]
+    assert list(scores) == tools and {"near", "label", "outlier"} <= set(scores["audit"])
+    assert scores["audit"]["seconds"] > 0 and scores["start check"]["exact"]["recall_by_kind"]["exact (bytes)"] == 1.0
+    for row in scores.values():
+        for kind in ("exact", "near", "label", "outlier"):
+            values = [row[kind][key] for key in ("precision", "recall")] if kind in row else []
+            assert all(value is None or 0.0 <= value <= 1.0 for value in values), (row["tool"], kind, values)
+    runs = [report["clean"][0], report["sets"][0]["dirty"], report["sets"][0]["fixed"]]
+    assert all(0.0 <= run["test_acc"] <= 1.0 and 0.0 <= run["val_acc_best"] <= 1.0 for run in runs)
+    assert {"detection_0.1", "sweep", "rules", "summary", "accuracy"} <= set(report["tables"])
+
+
+def test_injected_defects_are_what_their_truth_says_and_score_as_such(tmp_path: Path) -> None:
+    """defects.py: a byte copy has its source's bytes, a pixel copy its upright pixels, the files moved at 10 % are
+    among those moved at 20 %, each in another class's folder; the truth scored as a tool's flags is all right, a
+    wrong flag lowers precision; data_audit's fix drops and moves what the audit's CSVs name, train/ only."""
+    from PIL import Image, ImageOps
+
+    defects, tools = load_benchmark("defects"), load_benchmark("audit_tools")
+    clean = defects.make_clean(tmp_path / "clean", 4, 4, 1)
+    plan = defects.Plan(exact_bytes=1, exact_pixels=1, near_each=1, mislabelled=0.1, no_class=2)
+    few = defects.inject(clean, tmp_path / "few", plan, seed=3)
+    many = defects.inject(clean, tmp_path / "many", dataclasses.replace(plan, mislabelled=0.2), seed=3)
+    assert not (tmp_path / "many" / "truth.json").exists() and defects.Truth.load(tmp_path / "many") == many
+    byte_copy, pixel_copy = few.exact
+    assert (tmp_path / "few" / byte_copy["path"]).read_bytes() == (clean / byte_copy["source"]).read_bytes()
+    upright = ImageOps.exif_transpose(Image.open(clean / pixel_copy["source"])).convert("RGB")
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "few" / pixel_copy["path"])), np.asarray(upright))
+    assert [row["transform"] for row in few.near] == list(defects.NEAR_KINDS) and few.near == many.near
+    assert len(few.mislabelled) == 4 and len(many.mislabelled) == 8 and few.mislabelled == many.mislabelled[:4]
+    assert all(row["path"].split("/")[1] == row["folder_class"] != row["true_class"] for row in many.mislabelled)
+    assert all((tmp_path / "few" / row["path"]).is_file() for row in few.no_class + few.near + few.mislabelled)
+
+    perfect = tools.Flags("truth", tools.KINDS)
+    perfect.exact = {frozenset((row["path"], row["source"])) for row in few.exact}
+    perfect.near = {frozenset((row["path"], row["source"])) for row in few.near}
+    perfect.label = {row["path"]: row["true_class"] for row in few.mislabelled}
+    perfect.outlier = {row["path"] for row in few.no_class}
+    scores = tools.score(perfect, few)
+    assert [scores[kind]["precision"] for kind in ("exact", "near", "label", "outlier")] == [1.0] * 4
+    assert [scores[kind]["recall"] for kind in ("exact", "near", "label", "outlier")] == [1.0] * 4
+    assert scores["label"]["suggestion_right"] == 1.0 and scores["copies_found"]["any"] == 1.0
+    perfect.near.add(frozenset(("train/cat/cat_000.jpg", "val/cat/cat_000.jpg")))  # a pair nobody injected
+    perfect.label["train/cat/cat_001.jpg"] = "china"
+    scores = tools.score(perfect, few)
+    assert scores["near"]["precision"] == 5 / 6 and scores["label"]["precision"] == 4 / 5
+
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    header = "kind,split,path,class,score,"
+    copy, moved, other = few.exact[0], few.mislabelled[0], few.no_class[0]
+    (audit / "exact_duplicates.csv").write_text(
+        f"{header}duplicate_of,duplicate_split,same\nexact_duplicate,val,{tmp_path / 'few' / copy['source']},x,1,"
+        f"{tmp_path / 'few' / copy['path']},train,bytes\n"
+    )
+    (audit / "label_issues.csv").write_text(
+        f"{header}suggested_class,method\nlabel_issue,train,{moved['path']},{moved['folder_class']},0.9,"
+        f"{moved['true_class']},m\n"
+    )
+    (audit / "outliers.csv").write_text(f"{header}method\noutlier,train,{other['path']},x,0.9,m\n")
+    fixed = load_benchmark("data_audit").fix(tmp_path / "few", audit, tmp_path / "fixed", "relabel", few)
+    assert fixed["dropped_copies"] == fixed["dropped_no_class"] == fixed["relabelled_right"] == 1
+    assert fixed["dropped"] == 2 and fixed["dropped_clean"] == fixed["relabelled_clean"] == 0
+    assert not (tmp_path / "fixed" / copy["path"]).exists() and (tmp_path / "fixed" / copy["source"]).exists()
+    assert (tmp_path / "fixed" / "train" / moved["true_class"] / Path(moved["path"]).name).is_file()
+
+
+TABLE_BLOCK = re.compile(r"<!-- data_audit: (\w+(?:\.\d+)?) -->\n(.*?)<!-- /data_audit -->", re.S)
+
+
+def test_the_data_audit_tables_in_the_readmes_are_the_measured_file() -> None:
+    """Figures typed by hand drift from what was measured: every ``<!-- data_audit: NAME -->`` block of the README and
+    benchmarks/README.md is data_audit.json's table NAME, made again from its runs (``--tables-from``)."""
+    report = json.loads((REPO / "benchmarks" / "results" / "data_audit.json").read_text())
+    assert not report.get("unfinished"), "data_audit.json is a stopped run's"
+    tables = load_benchmark("data_audit").tables(report)
+    assert tables == report["tables"]
+    blocks = 0
+    for doc in (REPO / "README.md", REPO / "benchmarks" / "README.md"):
+        for name, text in TABLE_BLOCK.findall(doc.read_text()):
+            assert text == tables[name] + "\n", f"{doc.name}: the {name} table is not data_audit.json's"
+            blocks += 1
+    assert blocks >= 4 and "2-core AMD EPYC" in (REPO / "README.md").read_text().split("### Data audit", 1)[1]
