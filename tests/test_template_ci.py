@@ -35,12 +35,14 @@ def test_make_test_runs_on_every_push_and_pull_request_with_pip_caching() -> Non
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
     assert triggers["push"] is None and triggers["pull_request"] is None  # every branch, no filter
     assert runs(jobs()["test"]) == ["make test"]
-    assert runs(jobs()["bench"]) == ["make test-bench"]  # what .ci/run runs after make test
-    assert (REPO / ".ci" / "run").read_text().splitlines()[-2:][-1] == "make test-bench"
+    assert runs(jobs()["project"]) == ["make test-project"]
+    assert runs(jobs()["bench"]) == ["make test-bench"]
+    ci_run = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci_run[-3:] == ["make test", "make test-project", "make test-bench"]  # the same targets, in CI's order
     setup = yaml.safe_load((REPO / ".github" / "actions" / "cpu-venv" / "action.yml").read_text())["runs"]["steps"]
     python = next(step for step in setup if step.get("uses", "").startswith("actions/setup-python"))
     assert python["with"]["cache"] == "pip" and "constraints.txt" in python["with"]["cache-dependency-path"]
-    for name in ("test", "bench", "whole-suite"):
+    for name in ("test", "project", "bench", "whole-suite"):
         assert {"uses": "./.github/actions/cpu-venv"} in jobs()[name]["steps"], name
 
 
