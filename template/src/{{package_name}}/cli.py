@@ -187,6 +187,13 @@ def load_checkpoint_for(args: argparse.Namespace) -> Any:
     return loaded
 
 
+def picture_path(named: str | None, default: Path, drawn: bool) -> str | Path:
+    """A picture ``evaluate`` draws: the PATH named ('' for none), else ``default`` unless train.pictures is off."""
+    if named is not None:
+        return named
+    return default if drawn else ""
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     from .core.provenance import one_line as provenance_line
     from .outputs.evaluation_report import (
@@ -199,23 +206,20 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
-    missing = pictures_missing()  # without matplotlib: one line for both pictures, and no per-image losses kept
-    losses = (
-        default_confusion_path(args.checkpoint, args.split, "top_losses")
-        if args.top_losses is None
-        else args.top_losses
-    )
-    losses = None if missing else losses
+    drawn = loaded.config.train.pictures  # false: no picture beside the checkpoint; a PATH named draws all the same
+    picture = picture_path(args.confusion, default_confusion_path(args.checkpoint, args.split), drawn)
+    losses = picture_path(args.top_losses, default_confusion_path(args.checkpoint, args.split, "top_losses"), drawn)
+    # Without matplotlib: one line for both pictures, and no per-image losses kept. Not imported when none is drawn.
+    missing = pictures_missing() if picture or losses else None
     show = loaded.config.train.progress and sys.stderr.isatty()
-    result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses))
+    result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses and not missing))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
-    picture = default_confusion_path(args.checkpoint, args.split) if args.confusion is None else args.confusion
     print(report_extras(result["confusion"], loaded.classes, args.csv, None if missing else picture))
-    if missing and (picture or args.top_losses != ""):  # '' for both: no picture asked, nothing to say
+    if missing:
         print(missing)
     print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
-    if losses:
+    if losses and not missing:
         print(save_top_losses(result, loaded.classes, losses))  # and file by file
     return 0
 

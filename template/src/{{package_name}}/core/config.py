@@ -253,6 +253,7 @@ class TrainConfig:
     log_every: int = option(20, "optimizer steps between host syncs for the progress bar", bounds="(0, inf)")
     progress: bool = option(True, "tqdm bars in a terminal; in a log, lines (start-up, every 30 s of an epoch); an ETA")
     grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
+    pictures: bool = option(True, "curves.png, train_batch.png, evaluate's and a sweep's pictures; false: none")
     tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
     mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")
     checkpoint_every_steps: int = option(

@@ -69,8 +69,9 @@ def write_outputs(sweep: Sweep) -> list[Path]:
 
 
 def plots(sweep: Sweep) -> list[Path]:
-    """Optuna's own matplotlib plots; without matplotlib, or with too few trials, a note instead."""
-    if sweep.best() is None:
+    """Optuna's own matplotlib plots; without matplotlib, or with too few trials, a note instead; none with
+    ``train.pictures: false`` (no matplotlib import either)."""
+    if sweep.best() is None or not sweep.base["train"]["pictures"]:
         return []
     try:
         require("matplotlib", "plots", "the sweep's plots")

@@ -43,7 +43,8 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
     print(format_table(confusion, loaded.classes))
     print(format_confused(confusion, loaded.classes))
-    print(save_top_losses(result, loaded.classes, out_dir / "top_losses_test.png"))  # as `evaluate --split test`
+    if loaded.config.train.pictures:
+        print(save_top_losses(result, loaded.classes, out_dir / "top_losses_test.png"))  # as `evaluate --split test`
     return report
 
 
