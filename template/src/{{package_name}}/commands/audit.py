@@ -39,9 +39,10 @@ from ..data.findings import (
 )
 from ..data.folders import NPY_EXTENSIONS, align_classes, check_data_root, has_sample, split_dataset
 from ..data.loaders import build_loader
+from ..data.near_copies import Thumbnails, thumbnails
 from ..data.shards import is_packed, packed_splits
 from ..models.classifier import build_model
-from ..models.embeddings import embed_with_flips, without_head
+from ..models.embeddings import embed, without_head
 from ..models.preprocessing import with_preprocessing
 from ..models.weights import resolve_weights
 from ..training.inference import load_trained
@@ -191,18 +192,23 @@ def read_splits(data: DataConfig, show: bool) -> Audited:
     return Audited(files, sets)
 
 
-def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> tuple[torch.Tensor, ...]:
-    """Every file's unit-length embedding, and its mirror image's, split after split (one read of each file)."""
-    plain, mirrored = [], []
+def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> torch.Tensor:
+    """Every file's unit-length embedding, split after split."""
+    rows = []
     for split, dataset in audited.sets.items():
         loader = build_loader(dataset, data, train.seed, embedder.device, train=False)
         batches = tracked(
             (images for images, _ in loader), f"audit: embedding {split}", len(loader), train.progress, "batches"
         )
-        one, two = embed_with_flips(embedder.model, batches, embedder.device, embedder.precision)
-        plain.append(one.cpu())
-        mirrored.append(two.cpu())
-    return torch.cat(plain), torch.cat(mirrored)
+        rows.append(embed(embedder.model, batches, embedder.device, embedder.precision).cpu())
+    return torch.cat(rows)
+
+
+def pixel_thumbnails(audited: Audited, show: bool) -> Thumbnails:
+    """Every file's small grey thumbnails for the near-copy check, decoded as the split's dataset decodes it (the
+    decode contract, ``data/decode.py``; a packed split from its shards)."""
+    images = (dataset.loader(path) for dataset in audited.sets.values() for path, _ in dataset.samples)
+    return thumbnails(tracked(images, "audit: thumbnails", len(audited.files), show))
 
 
 def model_checks(
@@ -218,11 +224,11 @@ def model_checks(
     from ..data.label_checks import label_issues, outliers
 
     data, train = sections
-    plain, mirrored = embeddings(embedder, audited, data, train)
+    plain = embeddings(embedder, audited, data, train)
     files, features = audited.files, plain.numpy()
-    found["near_duplicate"] = near_duplicates(files, plain, mirrored, similarity)
+    found["near_duplicate"] = near_duplicates(files, plain, pixel_thumbnails(audited, train.progress), similarity)
     checked = label_issues(files, features, embedder.source, train.progress)
     found["label_issue"] = checked.findings
     found["outlier"] = outliers(files, features, embedder.source)
-    write_arrays(folder, files, (features, mirrored.numpy(), checked.probabilities), embedder.source)
+    write_arrays(folder, files, (features, checked.probabilities), embedder.source)
     return [checked.note] if checked.note else []
