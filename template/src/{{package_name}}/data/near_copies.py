@@ -16,7 +16,7 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    candidate at ``SCREEN_SIDE`` pixels, those past ``SCREEN`` again at ``SIDE`` pixels, whose best NCC is the pair's
    score. A pair scoring at least the threshold (``MATCH``, ``audit --near-duplicate-similarity``) is a near copy.
 
-Written here with torch (grouped ``conv2d`` for the correlation, ``avg_pool2d`` for the windows' variances) rather
+Written here with torch (grouped ``conv2d`` for the correlation, integral images for the windows' variances) rather
 than with a library: the image-dedup libraries hash or embed whole pictures (imagededup, cleanvision: no crops),
 and OpenCV's ``matchTemplate`` (not a dependency of the project) takes one pair at a time.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -52,6 +53,17 @@ class Thumbnails:
 
     sides: dict[int, torch.Tensor]
     aspect: torch.Tensor
+
+    @cached_property
+    def tables(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Each thumbnail's integral image and its square's (float64: no rounding where sums of squares are
+        subtracted), by side: the sum over any window in four look-ups (``window_sums``)."""
+        return {side: (integral(images), integral(images * images)) for side, images in self.sides.items()}
+
+
+def integral(images: torch.Tensor) -> torch.Tensor:
+    """``images`` summed from the top left corner, with a row and a column of zeros before."""
+    return F.pad(images.double(), (1, 0, 1, 0)).cumsum(-1).cumsum(-2)
 
 
 def grey(image: object) -> tuple[torch.Tensor, float]:
@@ -150,7 +162,6 @@ def crop_shapes(aspect: torch.Tensor, side: int) -> torch.Tensor:
 def best_match(thumbs: Thumbnails, side: int, later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
     """Each pair's best NCC at ``side`` pixels: the whole pictures, then each file's crops (``crop_shapes``) slid
     over the other, mirrored or not (module docstring, step 2)."""
-    images = thumbs.sides[side]
     best = torch.full((len(later),), -1.0)
     for template, other in ((later, earlier), (earlier, later)):
         shapes = crop_shapes(thumbs.aspect[other] / thumbs.aspect[template], side)
@@ -163,27 +174,41 @@ def best_match(thumbs: Thumbnails, side: int, later: torch.Tensor, earlier: torc
         for code in key.unique().tolist():  # one grouped convolution for every pair that wants this size
             height, width = divmod(code, side + 1)
             chosen = pair[key == code].unique()
-            found = correlation(images[template[chosen]], images[other[chosen]], (height, width))
+            found = correlation(thumbs, side, (template[chosen], other[chosen]), (height, width))
             best[chosen] = torch.maximum(best[chosen], found)
     return best
 
 
-def correlation(templates: torch.Tensor, pictures: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """The best NCC of each template, resized to ``size`` (mirrored too), over every offset in its picture."""
-    count, area, side = len(templates), size[0] * size[1], pictures.shape[-1]
+def correlation(
+    thumbs: Thumbnails, side: int, pair: tuple[torch.Tensor, torch.Tensor], size: tuple[int, int]
+) -> torch.Tensor:
+    """The best NCC of each template (the first files of ``pair``) resized to ``size``, mirrored too, over every
+    offset in its picture (the second files)."""
+    templates, pictures = thumbs.sides[side][pair[0]], thumbs.sides[side][pair[1]]
+    count, area = len(templates), size[0] * size[1]
     resized = (
         templates if size == (side, side) else F.interpolate(templates, size=size, mode="bilinear", antialias=True)
     )
     kernels = centred(resized)
-    sums = F.avg_pool2d(pictures, size, stride=1) * area  # each window's sum and sum of squares
-    squares = F.avg_pool2d(pictures * pictures, size, stride=1) * area
-    norms = ((squares - sums * sums / area).clamp_min(0) + CONTRAST**2 * area).sqrt().flatten(1)
+    plain, squared = (window_sums(table[pair[1]], size) for table in thumbs.tables[side])  # each window's sums
+    norms = ((squared - plain * plain / area).clamp_min(0) + CONTRAST**2 * area).sqrt().flatten(1).float()
     stacked = pictures.reshape(1, count, side, side)  # one channel a pair: groups=count pairs each with its own
     best = torch.full((count,), -1.0)
     for kernel in (kernels, kernels.flip(-1)):
         scores = F.conv2d(stacked, kernel, groups=count)[0].flatten(1) / norms
         best = torch.maximum(best, scores.amax(1))
     return best
+
+
+def window_sums(table: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The sum of every ``size`` window, from an integral image: four look-ups a window."""
+    height, width = size
+    return (
+        table[..., height:, width:]
+        - table[..., :-height, width:]
+        - table[..., height:, :-width]
+        + (table[..., :-height, :-width])
+    )
 
 
 def near_copies(
