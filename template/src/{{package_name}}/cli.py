@@ -131,7 +131,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
         "--near-duplicate-similarity",
         type=float,
         metavar="NCC",
-        help="files whose pixels match at least this well are near duplicates (default 0.75: docs/audit.md)",
+        help="files whose pixels match at least this well are near duplicates (default 0.7: docs/audit.md)",
     )
 
 
