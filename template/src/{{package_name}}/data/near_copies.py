@@ -9,7 +9,8 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    ``SHORTLIST_COSINE``: a crop keeps its meaning) and, as many again, by the correlation of small grey
    thumbnails, mirror image included, from ``SCREEN`` (a resized, re-compressed, recoloured or mirrored copy,
    whatever the network).
-   A file's real copy is never hidden behind another look-alike: every split gets its own nearest files.
+   A file's real copy is never hidden behind another look-alike: every split gets its own nearest files. A pair
+   whose mean colours differ by more than ``COLOUR`` is dropped: a copy keeps its colours.
 2. The check: does one file's picture appear in the other's, whole or as a crop of ``FRACTIONS`` of a side (at the
    crop's own shape), at any offset, mirrored or not? Normalized cross-correlation (NCC) of high-passed grey
    thumbnails, so brightness and contrast changes cancel out and a plain gradient of sky matches nothing; every
@@ -42,19 +43,27 @@ SHORTLIST_COSINE = 0.4  # embeddings less similar than this are never candidates
 NEIGHBOURS = 6  # candidates per earlier split, from the embeddings and again from the thumbnails
 SCREEN = 0.4  # NCC at SCREEN_SIDE below which a candidate is not checked at SIDE
 # NCC at SIDE from which two files are near copies: measured on the injected copies of benchmarks/data_audit.py
-# (docs/audit.md, "Near duplicates"): at 0.7, 94-100 % of the copies found, 96 % of the pairs right; at 0.75,
-# 90-100 % and 99 %; the copies missed are near-blank crops (sky) and faint recolourings of them.
+# (docs/audit.md, "Near duplicates"): at 0.7, 94-100 % of the copies found, 99 % of the pairs right; at 0.75,
+# 90-100 % and 99.6 %; the copies missed are near-blank crops (sky) and faint recolourings of them.
 MATCH = 0.7
+# How far apart the two pictures' mean colours (Cb, Cr: grey levels from -128 to 127) may be. A copy keeps its
+# colours (the benchmark's copies, recoloured by 0.85-1.15, differed by 11 at most); two drawings of one shape in
+# other colours, or two crops of plain sky and of a wall, do not (docs/audit.md): a grey copy of a colourful
+# photo is missed.
+COLOUR = 15.0
+LUMA = torch.tensor([0.299, 0.587, 0.114])
+CHROMA = torch.tensor([[-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])  # ITU-R 601 Cb and Cr of RGB
 PAIRS_PER_CHUNK = 1024  # candidate pairs compared at once: 1,024 x 32 x 32 floats a step
 ROWS_PER_CHUNK = 1024  # rows of a similarity matrix made at once
 
 
 @dataclass(frozen=True)
 class Thumbnails:
-    """Every file's grey thumbnails, high-passed (N x 1 x side x side, by side), and its width / height."""
+    """Every file's grey thumbnails, high-passed (N x 1 x side x side, by side), its width / height and its colour."""
 
     sides: dict[int, torch.Tensor]
     aspect: torch.Tensor
+    chroma: torch.Tensor  # N x 2: each picture's mean colour, Cb and Cr (0 for grey)
 
     @cached_property
     def tables(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
@@ -68,20 +77,19 @@ def integral(images: torch.Tensor) -> torch.Tensor:
     return F.pad(images.double(), (1, 0, 1, 0)).cumsum(-1).cumsum(-2)
 
 
-def grey_square(image: object) -> tuple[torch.Tensor, float]:
-    """A decoded file (a PIL image, a uint8 ``C x H x W`` tensor or an ``H x W x C`` array) as a ``1 x SIDE x SIDE``
-    grey float thumbnail, squashed to a square, and its width / height. Pillow's own grey and resize for an image
-    (ITU-R 601 luma, antialiased): five times faster than through a tensor."""
+def square(image: object) -> tuple[torch.Tensor, float]:
+    """A decoded file (a PIL image, a uint8 ``C x H x W`` tensor or an ``H x W x C`` array) as a ``3 x SIDE x SIDE``
+    RGB float thumbnail, squashed to a square, and its width / height (Pillow's antialiased resize for an image:
+    five times faster than through a tensor)."""
     if isinstance(image, Image.Image):
-        small = image.convert("L").resize((SIDE, SIDE), Image.Resampling.BILINEAR)
-        return torch.from_numpy(np.array(small, dtype=np.float32))[None], image.width / image.height
+        small = image.convert("RGB").resize((SIDE, SIDE), Image.Resampling.BILINEAR)
+        return torch.from_numpy(np.array(small, dtype=np.float32)).permute(2, 0, 1), image.width / image.height
     if isinstance(image, np.ndarray):
         pixels = torch.as_tensor(np.ascontiguousarray(image)).permute(2, 0, 1).float()  # a .npy file's array
     else:
         pixels = torch.as_tensor(image).float()
-    weights = torch.tensor([0.299, 0.587, 0.114])[: len(pixels), None, None]  # ITU-R 601 luma, as Pillow's "L"
-    luma = (pixels * weights).sum(0, keepdim=True) / weights.sum()
-    return TF.resize(luma, [SIDE, SIDE], antialias=True), luma.shape[-1] / luma.shape[-2]
+    pixels = pixels[:3].expand(3, -1, -1) if len(pixels) < 3 else pixels[:3]  # grey as RGB; alpha dropped
+    return TF.resize(pixels, [SIDE, SIDE], antialias=True), pixels.shape[-1] / pixels.shape[-2]
 
 
 def highpass(images: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -90,20 +98,22 @@ def highpass(images: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 def thumbnails(images: Iterable[object]) -> Thumbnails:
-    """The thumbnails of decoded files (``grey_square``'s kinds), in their order."""
+    """The thumbnails of decoded files (``square``'s kinds), in their order."""
     squares, aspects = [], []
     for image in images:
-        square, aspect = grey_square(image)
-        squares.append(square)
+        rgb, aspect = square(image)
+        squares.append(rgb)
         aspects.append(aspect)
-    large = torch.stack(squares) if squares else torch.zeros(0, 1, SIDE, SIDE)
+    colours = torch.stack(squares) if squares else torch.zeros(0, 3, SIDE, SIDE)
+    large = torch.einsum("nchw,c->nhw", colours, LUMA)[:, None]  # ITU-R 601 luma, as Pillow's "L"
     small = (
         F.interpolate(large, size=(SCREEN_SIDE, SCREEN_SIDE), mode="bilinear", antialias=True)
         if squares
         else (torch.zeros(0, 1, SCREEN_SIDE, SCREEN_SIDE))
     )
     sides = {SIDE: highpass(large, BLUR[SIDE]), SCREEN_SIDE: highpass(small, BLUR[SCREEN_SIDE])}
-    return Thumbnails(sides, torch.tensor(aspects, dtype=torch.float32))
+    chroma = torch.einsum("nchw,kc->nk", colours, CHROMA) / (SIDE * SIDE)  # each picture's mean Cb and Cr
+    return Thumbnails(sides, torch.tensor(aspects, dtype=torch.float32), chroma)
 
 
 def centred(templates: torch.Tensor) -> torch.Tensor:
@@ -220,6 +230,8 @@ def near_copies(
 ) -> list[tuple[int, int, float]]:
     """(later file, earlier file, NCC) of every pair that shows the same picture, by the audit's order."""
     later, earlier = candidates(features, thumbs, splits)
+    alike = (thumbs.chroma[later] - thumbs.chroma[earlier]).norm(dim=1) <= COLOUR  # a copy keeps its colours
+    later, earlier = later[alike], earlier[alike]
     scores = torch.full((len(later),), -1.0)
     for start in range(0, len(later), PAIRS_PER_CHUNK):
         part = slice(start, start + PAIRS_PER_CHUNK)
