@@ -456,8 +456,11 @@ def drive(args: argparse.Namespace) -> None:
         args.start_check = importlib.util.find_spec(f"{PACKAGE}.data.duplicates") is not None
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
         import cleanvision  # noqa: F401
+        import matplotlib.figure  # noqa: F401  # the audit's pictures (the plots extra)
         import sklearn.linear_model  # noqa: F401
         import timm  # noqa: F401
+
+        importlib.import_module(f"{PACKAGE}.commands.audit")  # the audit's own modules, as the tools' above
 
         imagededup_import()
         clean = make_clean(tmp / "clean", *args.per_class)

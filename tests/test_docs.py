@@ -250,8 +250,8 @@ def test_the_generated_readme_documents_what_a_new_user_meets(project: Path) -> 
         assert text in readme, text
 
 
-FIRST_STEPS = ["Install", "Train on the sample data", "Train on your own photos", "Fine-tune published weights",
-               "Stop and resume", "Evaluate and predict", "Export"]  # fmt: skip
+FIRST_STEPS = ["Install", "Train on the sample data", "Train on your own photos", "Check your data",
+               "Fine-tune published weights", "Stop and resume", "Evaluate and predict", "Export"]  # fmt: skip
 FIRST_STEPS_MAX_LINES = 200  # four screens of 50 lines
 
 

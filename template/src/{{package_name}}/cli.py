@@ -130,8 +130,8 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
     audit.add_argument(
         "--near-duplicate-similarity",
         type=float,
-        metavar="COSINE",
-        help="embeddings at least this similar are near duplicates (default: data/findings.py, docs/audit.md)",
+        metavar="NCC",
+        help="files whose pixels match at least this well are near duplicates (default 0.7: docs/audit.md)",
     )
 
 

@@ -27,8 +27,7 @@ from ..core.device import configure_backends, resolve_precision, select_device
 from ..core.errors import UserError
 from ..core.progress import tracked
 from ..data.bad_files import listing
-from ..data.decode import IMAGE_EXTENSIONS
-from ..data.duplicates import exact_duplicates
+from ..data.duplicates import DuplicateGroup
 from ..data.findings import (
     FILES,
     AuditFiles,
@@ -37,17 +36,15 @@ from ..data.findings import (
     near_duplicates,
     write_csv,
 )
-from ..data.folders import NPY_EXTENSIONS, align_classes, check_data_root, has_sample, split_dataset
+from ..data.folders import build_transform, checked_splits
 from ..data.loaders import build_loader
-from ..data.shards import is_packed, packed_splits
+from ..data.near_copies import Thumbnails, thumbnails
 from ..models.classifier import build_model
-from ..models.embeddings import embed_with_flips, without_head
+from ..models.embeddings import embed, without_head
 from ..models.preprocessing import with_preprocessing
 from ..models.weights import resolve_weights
 from ..training.inference import load_trained
 from .audit_report import save_pictures, summary_table, write_arrays
-
-SPLITS = ("train", "val", "test")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +78,7 @@ def run_audit(
     cfg, embedder, classes = audit_setup(configs, overrides, checkpoint)
     folder = Path(out) if out else Path(cfg.train.out_dir) / "audit"
     show = cfg.train.progress
-    audited = read_splits(cfg.data, show)
+    audited, groups = read_splits(cfg.data, show)
     if classes is not None and classes != audited.files.classes:
         raise UserError(
             f"{checkpoint} was trained on other classes ({listing(classes)}) than {cfg.data.root}/train/ holds "
@@ -93,7 +90,7 @@ def run_audit(
         raise UserError(f"cannot make {folder} ({exc.strerror}): pass audit --out a writable folder") from None
     found: dict[str, list[Finding] | None] = {kind: None for kind in FILES}
     found["class_imbalance"] = class_balance(audited.files)
-    found["exact_duplicate"] = exact_duplicate_findings(cfg.data, show)
+    found["exact_duplicate"] = exact_duplicate_findings(groups)
     notes = []
     if embedder is None:
         notes.append(
@@ -144,7 +141,7 @@ def pretrained_embedder(model_cfg: ModelConfig, train: TrainConfig, image_size: 
     return Embedder(model, device, resolve_precision(train.precision, device, model_cfg.name), source)
 
 
-def exact_duplicate_findings(data: DataConfig, show: bool) -> list[Finding]:
+def exact_duplicate_findings(groups: list[DuplicateGroup]) -> list[Finding]:
     """Files with the same bytes or pixels, from data/duplicates.py: the check every training start makes, from the
     same file index (after a start, no unchanged file is read again). One row a copy; ``duplicate_of`` is its
     group's first file (train/, else val/, else test/, by path: the one ``data.duplicates: drop`` keeps)."""
@@ -157,30 +154,26 @@ def exact_duplicate_findings(data: DataConfig, show: bool) -> list[Finding]:
             1.0,
             {"duplicate_of": group.kept.path, "duplicate_split": group.kept.split, "same": group.same(copy)},
         )
-        for group in exact_duplicates(data.root, data, show)
+        for group in groups
         for copy in group.copies
     ]
 
 
-def read_splits(data: DataConfig, show: bool) -> Audited:
-    """train/, val/ and test/ as training reads them (bad files per ``data.on_bad_file``); an empty split is one
-    line and left out; val and test labelled with train's classes."""
+def read_splits(data: DataConfig, show: bool) -> tuple[Audited, list[DuplicateGroup]]:
+    """train/, val/ and test/ listed and checked as a training start checks them (``folders.checked_splits``: bad
+    files per ``data.on_bad_file``, one file index), with the exact duplicates those checks found; every file is
+    read for them once. An empty split is one line and left out; val and test are labelled with train's classes."""
     root = Path(data.root)
-    packed = is_packed(root)
-    if not packed:
-        check_data_root(root)
-    extensions = NPY_EXTENSIONS if data.format == "npy" else IMAGE_EXTENSIONS
-    present = [s for s in SPLITS if (s in packed_splits(root) if packed else (root / s).is_dir())]
+    checked = checked_splits(root, data, show)
     sets: dict[str, datasets.DatasetFolder] = {}
-    for split in present:
-        if not packed and not has_sample(root / split, extensions):
+    for split, dataset in checked.sets.items():
+        if len(dataset.samples) == 0:
             print(f"audit: {root / split} holds no images: nothing of it audited", file=sys.stderr)
             continue
-        sets[split] = split_dataset(root, split, data, train=False, allow_empty=split != "train", progress=show)
+        dataset.transform = build_transform(data, train=False)  # train/'s was the training one: no random crops
+        sets[split] = dataset
     if "train" not in sets:
         raise UserError(f"{root / 'train'} holds no images: put each class's images in {root / 'train'}/<class>/")
-    for split in sets:
-        align_classes(sets[split], sets["train"].class_to_idx)
     samples = [(path, target, split) for split, dataset in sets.items() for path, target in dataset.samples]
     files = AuditFiles(
         [path for path, _, _ in samples],
@@ -188,21 +181,26 @@ def read_splits(data: DataConfig, show: bool) -> Audited:
         np.array([target for _, target, _ in samples], dtype=np.int64),
         list(sets["train"].classes),
     )
-    return Audited(files, sets)
+    return Audited(files, sets), checked.groups or []
 
 
-def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> tuple[torch.Tensor, ...]:
-    """Every file's unit-length embedding, and its mirror image's, split after split (one read of each file)."""
-    plain, mirrored = [], []
+def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> torch.Tensor:
+    """Every file's unit-length embedding, split after split."""
+    rows = []
     for split, dataset in audited.sets.items():
         loader = build_loader(dataset, data, train.seed, embedder.device, train=False)
         batches = tracked(
             (images for images, _ in loader), f"audit: embedding {split}", len(loader), train.progress, "batches"
         )
-        one, two = embed_with_flips(embedder.model, batches, embedder.device, embedder.precision)
-        plain.append(one.cpu())
-        mirrored.append(two.cpu())
-    return torch.cat(plain), torch.cat(mirrored)
+        rows.append(embed(embedder.model, batches, embedder.device, embedder.precision).cpu())
+    return torch.cat(rows)
+
+
+def pixel_thumbnails(audited: Audited, show: bool) -> Thumbnails:
+    """Every file's small grey thumbnails for the near-copy check, decoded as the split's dataset decodes it (the
+    decode contract, ``data/decode.py``; a packed split from its shards)."""
+    images = (dataset.loader(path) for dataset in audited.sets.values() for path, _ in dataset.samples)
+    return thumbnails(tracked(images, "audit: thumbnails", len(audited.files), show))
 
 
 def model_checks(
@@ -218,11 +216,11 @@ def model_checks(
     from ..data.label_checks import label_issues, outliers
 
     data, train = sections
-    plain, mirrored = embeddings(embedder, audited, data, train)
+    plain = embeddings(embedder, audited, data, train)
     files, features = audited.files, plain.numpy()
-    found["near_duplicate"] = near_duplicates(files, plain, mirrored, similarity)
+    found["near_duplicate"] = near_duplicates(files, plain, pixel_thumbnails(audited, train.progress), similarity)
     checked = label_issues(files, features, embedder.source, train.progress)
     found["label_issue"] = checked.findings
     found["outlier"] = outliers(files, features, embedder.source)
-    write_arrays(folder, files, (features, mirrored.numpy(), checked.probabilities), embedder.source)
+    write_arrays(folder, files, (features, checked.probabilities), embedder.source)
     return [checked.note] if checked.note else []

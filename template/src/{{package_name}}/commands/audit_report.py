@@ -16,9 +16,9 @@ PICTURED = ("exact_duplicate", "near_duplicate", "label_issue", "outlier")
 
 
 def write_arrays(folder: Path, files: AuditFiles, arrays: tuple[np.ndarray, ...], source: str) -> None:
-    """``features.npy`` (N x D float32, unit length), ``features_mirrored.npy`` (the same of each image mirrored),
-    ``pred_probs.npy`` (N x classes, every row out of sample) and ``arrays.json``, naming each row's file."""
-    features, mirrored, probabilities = arrays
+    """``features.npy`` (N x D float32, unit length), ``pred_probs.npy`` (N x classes, every row out of sample) and
+    ``arrays.json``, naming each row's file."""
+    features, probabilities = arrays
     about = {
         "rows": "one per file, in the order train, val, test (each split in its dataset's order)",
         "features": f"{source}, L2-normalized",
@@ -30,7 +30,7 @@ def write_arrays(folder: Path, files: AuditFiles, arrays: tuple[np.ndarray, ...]
         "labels": [files.classes[target] for target in files.targets],
     }
     np.save(folder / "features.npy", features.astype(np.float32))
-    np.save(folder / "features_mirrored.npy", mirrored.astype(np.float32))
+    (folder / "features_mirrored.npy").unlink(missing_ok=True)  # an earlier version's: no longer these files'
     np.save(folder / "pred_probs.npy", probabilities.astype(np.float32))
     (folder / "arrays.json").write_text(json.dumps(about, indent=1) + "\n")
 
@@ -59,7 +59,10 @@ def cells(row: Finding, audited: Any, root: Path) -> list[tuple[Any, str]]:
     other = row.extra["duplicate_of"]
     other_label = audited.files.classes[int(audited.files.targets[audited.files.paths.index(other)])]
     return [
-        (audited.image(row.path), f"{name}\n{row.label}  similarity {score}"),
+        (
+            audited.image(row.path),
+            f"{name}\n{row.label}  {'match' if row.kind == 'near_duplicate' else 'similarity'} {score}",
+        ),
         (audited.image(other), f"duplicate of {short(other, root)}\n{other_label}"),
     ]
 

@@ -1,5 +1,5 @@
-"""What ``audit`` finds in a data set, as rows of one table: near duplicates and class balance (this module), label
-issues and outliers (``label_checks.py``), exact duplicates (``duplicates.py``).
+"""What ``audit`` finds in a data set, as rows of one table: near duplicates (from ``near_copies.py``) and class
+balance (this module), label issues and outliers (``label_checks.py``), exact duplicates (``duplicates.py``).
 
 Every finding names one file by the path its dataset lists (``data.root``/split/class/file), its split, its
 folder's class and a score, higher meaning more likely a real problem; ``extra`` holds the kind's own columns
@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..core.errors import UserError
+from .near_copies import MATCH, Thumbnails, near_copies
 
 # Each kind of finding: its CSV file, and the columns that follow kind, split, path, class, score (in this order).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -35,14 +36,11 @@ FILES = {
     "outlier": "outliers",
     "class_imbalance": "class_balance",
 }
-# Cosine similarity of two embeddings (a file's, or its mirror image's) from which two files are near duplicates:
-# measured with EfficientNet-Lite0's ImageNet weights on copies of real photos (docs/audit.md, "Thresholds"), where
-# resized, re-compressed, 85% crops, recoloured and mirrored copies scored 0.79 to 1 (mean 0.87-0.95) and 0.9
-# found only half of them; `audit --near-duplicate-similarity` sets another.
-NEAR_DUPLICATE_SIMILARITY = 0.85
+# The pixel match (near_copies.py's NCC) from which two files are near duplicates; `audit
+# --near-duplicate-similarity` sets another.
+NEAR_DUPLICATE_SIMILARITY = MATCH
 # A class with fewer images than this share of its split's median count is flagged (score above 1 - share).
 IMBALANCE_SHARE = 0.2
-ROWS_PER_CHUNK = 1024  # rows of the similarity matrix made at once: 1,024 x 10,000 floats is 40 MB
 
 
 @dataclass(frozen=True)
@@ -91,41 +89,19 @@ def flagged_classes(rows: list[Finding]) -> list[Finding]:
     return [row for row in rows if row.score > 1 - IMBALANCE_SHARE]
 
 
-def nearest_earlier(
-    plain: torch.Tensor, mirrored: torch.Tensor | None, rows_per_chunk: int = ROWS_PER_CHUNK
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each file, the most similar file before it in the audit's order, and that cosine similarity (P17: unit
-    vectors, so a matrix product). With ``mirrored`` (the embeddings of the mirrored images), a file is also
-    compared by its mirror image, so a flipped copy counts. The first file has none: similarity -inf, index -1."""
-    count = len(plain)
-    best = torch.full((count,), float("-inf"))
-    where = torch.full((count,), -1, dtype=torch.long)
-    for start in range(1, count, rows_per_chunk):
-        stop = min(start + rows_per_chunk, count)
-        similarity = plain[start:stop] @ plain[:stop].T  # only earlier columns are wanted: none past ``stop``
-        if mirrored is not None:
-            similarity = torch.maximum(similarity, mirrored[start:stop] @ plain[:stop].T)
-        rows = torch.arange(start, stop, device=plain.device)[:, None]
-        later = torch.arange(stop, device=plain.device)[None, :] >= rows  # the file itself and those after it
-        values, positions = similarity.masked_fill(later, float("-inf")).max(1)
-        best[start:stop], where[start:stop] = values.cpu(), positions.cpu()
-    return best, where
-
-
-def near_duplicates(
-    files: AuditFiles, plain: torch.Tensor, mirrored: torch.Tensor | None, threshold: float
-) -> list[Finding]:
-    """Each file with an earlier file at least ``threshold`` similar: the pair listed once, on the later file
-    (the val or test file of a pair across splits), ``duplicate_of`` the earlier one; most similar first."""
-    best, where = nearest_earlier(plain, mirrored)
-    rows = []
-    for index in torch.nonzero(best >= threshold).flatten().tolist():
-        other = int(where[index])
-        extra = {"duplicate_of": files.paths[other], "duplicate_split": files.splits[other]}
-        label = files.classes[int(files.targets[index])]
-        rows.append(
-            Finding("near_duplicate", files.splits[index], files.paths[index], label, float(best[index]), extra)
+def near_duplicates(files: AuditFiles, features: torch.Tensor, thumbs: Thumbnails, threshold: float) -> list[Finding]:
+    """Pairs of files that show the same picture (``near_copies.py``: embedding candidates checked on the pixels),
+    each listed once, on the later file (the val or test file of a pair across splits), ``duplicate_of`` the earlier
+    one; the score is the pixels' best normalized cross-correlation, highest first."""
+    rows = [
+        files.finding(
+            "near_duplicate",
+            later,
+            score,
+            {"duplicate_of": files.paths[earlier], "duplicate_split": files.splits[earlier]},
         )
+        for later, earlier, score in near_copies(features, thumbs, files.splits, threshold)
+    ]
     return sorted(rows, key=lambda row: -row.score)
 
 

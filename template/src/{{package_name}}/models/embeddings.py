@@ -36,17 +36,3 @@ def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.devic
         for images in batches:
             chunks.append(unit_embeddings(model, images.to(device, non_blocking=True), precision))
     return torch.cat(chunks)
-
-
-def embed_with_flips(
-    model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``embed``, and the embeddings of the same images mirrored left to right, from one read of the files: a
-    mirrored copy of a photo is compared by its mirror image (audit's near duplicates)."""
-    plain, mirrored = [], []
-    with torch.inference_mode():  # P11
-        for images in batches:
-            images = images.to(device, non_blocking=True)
-            plain.append(unit_embeddings(model, images, precision))
-            mirrored.append(unit_embeddings(model, images.flip(-1), precision))  # the width axis of N x C x H x W
-    return torch.cat(plain), torch.cat(mirrored)
