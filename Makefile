@@ -4,13 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := demo-project
-# Three pytest-xdist workers on two cores (one mostly waits for the project suite, which runs its own two); whole
-# files per worker, so a module's fixtures (the matrix's 17 projects) are made once. With one thread a process
-# (below), on a 2-core EPYC: 7 min 54 s of pytest, against 8 min 17 s with two workers. Since then the suite grew
-# (server profile, shards, second start, decode zoo, timm): 8 min 21 s and 8 min 32 s on fresh clones of 0.7.2 (890
-# CPU-seconds, process accounting); 0.7.3 starts fewer torch-importing processes: 7 min 22 s to 7 min 54 s on five
-# fresh clones, 815 to 845 CPU-seconds, the two cores busy about 92% of the time. Four workers (8 min 51 s) and
-# another order of the files (the project suite first: 8 min 45 s) did not win that idle time back.
+# Three pytest-xdist workers on two cores, whole files per worker, so a module's fixtures (the matrix's 17 projects)
+# are made once; many tests mostly wait on copier's and git's children. Chosen when make test still held the
+# generated project's suite (0.7.x, 2-core EPYC: 7 min 54 s against 8 min 17 s with two workers; four: 8 min 51 s).
+# Since 0.12.0 that suite is make test-project (below), and make test took 3 min 46 s on the idle AVX512-BF16 EPYC
+# (about 450 CPU-seconds; benchmarks/README.md, "For maintainers: test-suite timing", says where they go).
 PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: demo test test-project lint bench bench-env env clean tags test-bench test-answers gpu-test gpu-project gpu-bench gpu-wheels gpu-check slurm-test
@@ -73,7 +71,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 # Every benchmark script's --quick run (tests/test_benchmarks.py, marked bench): that each still runs against this
-# checkout, in about 2 minutes on 2 cores. Not in make test, which it would take past 8 minutes (113 CPU-seconds of
+# checkout, in about 2 minutes on 2 cores. Not in make test, which it would lengthen by half (113 CPU-seconds of
 # some 40 Python processes); .ci/run runs it after make test, and the template's CI workflow in a job of its own.
 test-bench: $(BENCH_STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m bench -n 2 tests/test_benchmarks.py
