@@ -126,17 +126,17 @@ def run_audit(args: argparse.Namespace, root: Path, folder: Path, seed: int) -> 
 
 
 def start_check(args: argparse.Namespace, root: Path, seed: int) -> Flags:
-    """The exact duplicates every training start finds (``data/duplicates.py``'s ``exact_duplicates``, which the
+    """The exact duplicates every training start finds (``data/folders.py``'s ``checked_splits``, which the
     audit calls too), without training: a first start's cost (``data.cache_dir: none``, no file index kept)."""
     config = importlib.import_module(f"{PACKAGE}.core.config")
-    duplicates = importlib.import_module(f"{PACKAGE}.data.duplicates")
+    folders = importlib.import_module(f"{PACKAGE}.data.folders")
     preprocessing = importlib.import_module(f"{PACKAGE}.models.preprocessing")
     weights = importlib.import_module(f"{PACKAGE}.models.weights")
     started = time.perf_counter()
     cfg = config.load_config([args.project / "configs" / "default.yaml"], overrides(args, root, root / "run", seed))
     expected = weights.resolve_weights(cfg.model)  # the evaluation resize the weights ask for, as a start fills it
     cfg = preprocessing.with_preprocessing(cfg, expected.expected if expected is not None else None).config
-    groups = duplicates.exact_duplicates(root, cfg.data)
+    groups = folders.checked_splits(root, cfg.data).groups or []
     flags = Flags("start check", ("exact",), seconds=time.perf_counter() - started)
     flags.exact = pairs_of([relative(copy.path, root) for copy in group.files] for group in groups)
     return flags

@@ -8,10 +8,10 @@ keeps (``left_out``). What a start says and does about them, as
 ``data.duplicates`` asks (warn, drop, error), is ``start_checks.py``'s;
 ``duplicates.csv`` in the run folder lists every group (``write_csv``).
 
-``exact_duplicates(root, cfg)`` gives the groups without training (the
-``audit`` command): the checks of training first (a bad file refused or left
-out as ``data.on_bad_file`` says), then a list of ``DuplicateGroup``;
-``csv_rows`` turns them into rows of the audit's columns.
+``folders.checked_splits(root, cfg).groups`` gives the groups without
+training (the ``audit`` command, ``evaluate``): the checks of training first
+(a bad file refused or left out as ``data.on_bad_file`` says), then a list of
+``DuplicateGroup``; ``csv_rows`` turns them into rows of the audit's columns.
 
 Cost, and why this design. Every new or changed file is read whole once at
 start (``bad_files.examine``), so that an unreadable file of any split is named
@@ -366,19 +366,3 @@ def write_csv(groups: list[DuplicateGroup], path: Path, left_out: set[str] | fro
 def left_out(groups: Iterable[DuplicateGroup]) -> list[str]:
     """What ``data.duplicates=drop`` leaves out: every file of a group but its kept one, sorted."""
     return sorted(copy.path for group in groups for copy in group.copies)
-
-
-def exact_duplicates(root: str | Path, cfg: DataConfig, progress: bool = False) -> list[DuplicateGroup]:
-    """Every group of exact duplicates in ``root``'s train/, val/ and test/, without training (the ``audit``).
-
-    The files are listed and checked as a training start checks them
-    (``folders.folder_dataset``: a bad file stops it in one line, or is left out
-    under ``data.on_bad_file=skip``), with the same file index: after a start,
-    nothing unchanged is read again. A packed folder gives what pack-shards
-    recorded (an older pack: none, and one line says so).
-    """
-    from .folders import checked_splits  # folders builds on this module: imported when called
-
-    root = Path(root)
-    found = checked_splits(root, cfg, progress)
-    return found.groups if found.groups is not None else []

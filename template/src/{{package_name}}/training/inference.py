@@ -18,12 +18,13 @@ from ..core.device import Compute, configure_backends, resolve_precision, select
 from ..core.errors import UserError
 from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, leave_out, listing, reason
 from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
-from ..data.duplicates import exact_duplicates, left_out
+from ..data.duplicates import left_out
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
     build_transform,
     check_split,
+    checked_splits,
     load_npy,
     split_dataset,
 )
@@ -93,7 +94,7 @@ def run_evaluate(
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
-        leave_out(dataset, left_out(exact_duplicates(root, cfg.data)))
+        leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
