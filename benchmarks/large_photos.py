@@ -55,16 +55,17 @@ PHOTO = (4032, 3024)
 SIDE = 256  # the square a 224-pixel training keeps (224 / 0.875)
 PACKAGE = "bench_photos"
 DISTINCT = 20  # distinct photos; the fill's 1,000 files repeat them (each file decoded on its own)
+CLASSES = ("photos", "more_photos")
 
 
 def contract() -> types.ModuleType:
-    """This checkout's decode contract: the template's data/decode.py, which imports no other module of it."""
-    path = REPO / "template" / "src" / "{{package_name}}" / "data" / "decode.py"
-    spec = importlib.util.spec_from_file_location("decode_contract", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclass looks itself up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    """This checkout's decode contract: the template's data/decode.py, with data/codec.py (how TorchCodec loads)
+    its one import of the package: both loaded as the modules of a bare package, data/__init__.py not run."""
+    folder = REPO / "template" / "src" / "{{package_name}}" / "data"
+    package = types.ModuleType("decode_contract")
+    package.__path__ = [str(folder)]  # a package's search path: `from . import codec` finds data/codec.py
+    sys.modules[package.__name__] = package
+    return importlib.import_module("decode_contract.decode")
 
 
 def photo(index: int, size: tuple[int, int]) -> bytes:
@@ -213,11 +214,13 @@ def main() -> None:
         folder = Path(tmp) / "data"
         distinct = [photo(index, size) for index in range(min(DISTINCT, count))]
         for split, total in (("train", count), ("val", 2)):
-            (folder / split / "photos").mkdir(parents=True)
             for index in range(total):
-                (folder / split / "photos" / f"{index:05d}.jpg").write_bytes(distinct[index % len(distinct)])
+                # Two class folders: a start refuses a training split of one class (nothing to tell apart).
+                (folder / split / CLASSES[index % 2]).mkdir(parents=True, exist_ok=True)
+                (folder / split / CLASSES[index % 2] / f"{index:05d}.jpg").write_bytes(distinct[index % len(distinct)])
         print(f"{count} photos of {size[0]} x {size[1]} ({np.mean([len(d) for d in distinct]) / 2**20:.1f} MB each)")
-        paths = sorted(str(path) for path in (folder / "train" / "photos").iterdir())[: len(distinct)]
+        files = sorted((folder / "train").rglob("*.jpg"), key=lambda path: path.name)  # by index: each distinct once
+        paths = [str(path) for path in files[: len(distinct)]]
         report["photos_per_second"] = decode_rates(decode, paths, rounds)
         small: dict[str, dict[str, float]] = {}
         for side, suffix in ((64, ".jpg"), (64, ".png"), (256, ".jpg"), (256, ".png")):
