@@ -124,15 +124,6 @@ def outliers(files: AuditFiles, features: np.ndarray, source: str) -> list[Findi
     q1, q3 = np.percentile(distance, [25, 75])
     limit = q3 + OUTLIER_IQR * (q3 - q1)
     method = f"cleanlab OutOfDistribution ({k} nearest neighbours on {source}), past Q3 + {OUTLIER_IQR} IQR"
-    findings = [
-        Finding(
-            "outlier",
-            files.splits[i],
-            files.paths[i],
-            files.classes[files.targets[i]],
-            1 - scores[i],
-            {"method": method},
-        )
-        for i in np.flatnonzero(distance > limit)
-    ]
+    flagged = np.flatnonzero(distance > limit)
+    findings = [files.finding("outlier", i, 1 - scores[i], {"method": method}) for i in flagged]
     return sorted(findings, key=lambda row: -row.score)

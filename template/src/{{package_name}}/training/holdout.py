@@ -22,7 +22,8 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     if not has_split(Path(data_root), "test") or not best.is_file():
         return None
     loaded = load_trained(best, overrides=(f"data.root={data_root}",))
-    result = run_evaluate(loaded, "test", per_sample=True)
+    drawn = loaded.config.train.pictures  # the top-losses picture, which alone needs each image's loss
+    result = run_evaluate(loaded, "test", per_sample=drawn)
     if not result["count"]:  # every file unreadable and skipped, or left out as a copy: no figure to report
         print(f"test: {Path(data_root) / 'test'} holds no images to evaluate: no test_metrics.json")
         return None
@@ -43,7 +44,7 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
     print(format_table(confusion, loaded.classes))
     print(format_confused(confusion, loaded.classes))
-    if loaded.config.train.pictures:
+    if drawn:
         print(save_top_losses(result, loaded.classes, out_dir / "top_losses_test.png"))  # as `evaluate --split test`
     return report
 
