@@ -80,7 +80,7 @@ def main() -> None:
         project = Path(tmp) / "bench"
         generate(project)
         sys.path.insert(0, str(project / "src"))
-        sample = importlib.import_module("bench_pkg.data.sample_data")
+        sample = importlib.import_module("bench_pkg.data.files.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
         data = sample.write_sample_data(Path(tmp) / "data", *per_class)
         rows = [measure("bench_pkg", data, Path(tmp) / "runs", model, args.repeats) for model in args.models]

@@ -9,7 +9,7 @@ EfficientNet-Lite0's ImageNet weights (``imagenet_weights.py``), ``model.pretrai
 Side by side, on each injected set:
 
   audit:        ``python -m <package> audit`` (in this process: ``package.cli.main``), its CSVs scored;
-  start check:  the exact duplicates every training start finds (``data/duplicates.py``), called without training;
+  start check:  the exact duplicates every training start finds (``data/files/duplicates.py``), called without training;
   Datalab:      cleanlab's Datalab (label, near-duplicate and outlier issues) on the features and out-of-sample
                 probabilities the audit left in its folder: the same inputs;
   cleanvision:  its exact and near duplicates (md5 of the pixels; equal perceptual hashes);
@@ -396,7 +396,7 @@ def summary_table(sets: list[dict[str, Any]]) -> str:
 
     def exact(tool: str) -> str:
         if tool == "audit" and "exact" not in sets[0]["scores"]["audit"]:
-            tool = "start check"  # the audit's exact duplicates are the start's check (data/duplicates.py)
+            tool = "start check"  # the audit's exact duplicates are the start's check (data/files/duplicates.py)
         return pair(tool, "exact") + (" (start check)" if tool == "start check" else "")
 
     lines = ["| precision / recall | " + " | ".join(names) + " |", "|---|" + "---:|" * len(tools)]
@@ -453,14 +453,15 @@ def drive(args: argparse.Namespace) -> None:
         args.cli = sys.modules[f"{package.__name__}.cli"]
         if "audit" not in args.cli.COMMANDS:
             raise SystemExit(f"{args.template or REPO}: its generated project has no audit command (issue 52)")
-        args.start_check = importlib.util.find_spec(f"{PACKAGE}.data.duplicates") is not None
+        # The check every start makes since 0.12.0: data/files/duplicates.py, in data/files/ since 0.13.0.
+        args.start_check = any(importlib.util.find_spec(f"{PACKAGE}.data.{room}") for room in ("files", "duplicates"))
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
         import cleanvision  # noqa: F401
         import matplotlib.figure  # noqa: F401  # the audit's pictures (the plots extra)
         import sklearn.linear_model  # noqa: F401
         import timm  # noqa: F401
 
-        importlib.import_module(f"{PACKAGE}.commands.audit")  # the audit's own modules, as the tools' above
+        importlib.import_module(f"{PACKAGE}.commands.audit.audit")  # the audit's own modules, as the tools' above
 
         imagededup_import()
         clean = make_clean(tmp / "clean", *args.per_class)

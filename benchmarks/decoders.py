@@ -1,6 +1,6 @@
 """CPU image decoding, side by side: Pillow, TorchCodec and torchvision.io (deprecated since torchvision 0.29).
 
-The batch path (the decode contract, ``data/decode.py``'s ``decode_tensor``) decodes every training image to a
+The batch path (the decode contract, ``data/decoding/decode.py``'s ``decode_tensor``) decodes every training image to a
 uint8 (3, H, W) tensor. This measures, per file format and size, the
 microseconds one decode takes on this machine, so that the choice of decoder
 rests on figures. TorchCodec is optional: where it does not import, its row

@@ -11,7 +11,7 @@ fastest of ``--rounds`` passes over the photos, the ways in turn:
   reduced-scale decode       libjpeg at 1/8 scale (Pillow's ``draft``), alone
   before: torchcodec         TorchCodec's full decode + resize to the square (the batch path with the decode extra)
   before: pillow             Pillow's full decode + Pillow's resize (the per-sample path; the batch path without it)
-  after: contract            ``data/decode.py``'s decode (reduced scale) + resize (the batch path)
+  after: contract            ``data/decoding/decode.py``'s decode (reduced scale) + resize (the batch path)
   after: contract, pillow    the same decode by Pillow, resized by Pillow (the per-sample path, validation, predict)
 
 then the same before/after on small files (64 and 256 px, JPEG and PNG), which
@@ -59,11 +59,12 @@ CLASSES = ("photos", "more_photos")
 
 
 def contract() -> types.ModuleType:
-    """This checkout's decode contract: the template's data/decode.py, with data/codec.py (how TorchCodec loads)
-    its one import of the package: both loaded as the modules of a bare package, data/__init__.py not run."""
-    folder = REPO / "template" / "src" / "{{package_name}}" / "data"
+    """This checkout's decode contract: the template's data/decoding/decode.py, with data/decoding/codec.py (how
+    TorchCodec loads) its one import of the package: both loaded as the modules of a bare package, no __init__.py run
+    (decode.py's one other import, the config it names in an annotation, is made only by type checkers)."""
+    folder = REPO / "template" / "src" / "{{package_name}}" / "data" / "decoding"
     package = types.ModuleType("decode_contract")
-    package.__path__ = [str(folder)]  # a package's search path: `from . import codec` finds data/codec.py
+    package.__path__ = [str(folder)]  # a package's search path: `from . import codec` finds data/decoding/codec.py
     sys.modules[package.__name__] = package
     return importlib.import_module("decode_contract.decode")
 

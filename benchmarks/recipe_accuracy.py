@@ -154,7 +154,7 @@ def main() -> None:
             vcs_ref="HEAD",
         )
         sys.path.insert(0, str(project / "src"))
-        sample = importlib.import_module(f"{PACKAGE}.data.sample_data")
+        sample = importlib.import_module(f"{PACKAGE}.data.files.sample_data")
         per_class = (40, 10) if args.quick else (200, 50)
         photos = (4, 2) if args.quick else (50, 40)  # training and validation photos a class
         # data set -> (writer, settings both recipes get); digits must not be mirrored, as the docs tell users

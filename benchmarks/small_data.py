@@ -70,7 +70,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         package = import_generated(Path(tmp) / "project", "Small", "small_pkg")
-        from small_pkg.data.sample_data import write_sample_data
+        from small_pkg.data.files.sample_data import write_sample_data
 
         root = write_sample_data(Path(tmp) / "data", train_per_class=40, val_per_class=10, image_size=64, seed=1)
         for model in args.models.split(","):

@@ -275,7 +275,7 @@ class PathTaken:
         self.streams: list[str] = []
         self.nvjpeg = self.cpu = 0
         batches = importlib.import_module(f"{package}.data.batches")
-        gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
+        gpu_decode = importlib.import_module(f"{package}.data.loading.gpu_decode")
         build = batches.TrainingBatches.build.__func__
         send, on_the_cpu = gpu_decode.GpuDecoded.send, gpu_decode.GpuDecoded.on_the_cpu
 
@@ -422,7 +422,7 @@ def generated_project(model_name: str, size: int, tmp: Path, project: Path | Non
 def draw_jpegs(job: tuple[str, str, Path, int, int, int]) -> None:
     """One class folder of JPEG files (a pool's task): the sample data's shapes, saved as photos are."""
     package, kind, folder, count, size, seed = job
-    sample = importlib.import_module(f"{package}.data.sample_data")
+    sample = importlib.import_module(f"{package}.data.files.sample_data")
     rng, noise = sample.random.Random(seed), sample.np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
@@ -430,7 +430,7 @@ def draw_jpegs(job: tuple[str, str, Path, int, int, int]) -> None:
 
 
 def write_jpeg_data(package: str, root: Path, per_class: int, val_per_class: int, size: int) -> Path:
-    classes = importlib.import_module(f"{package}.data.sample_data").CLASSES
+    classes = importlib.import_module(f"{package}.data.files.sample_data").CLASSES
     jobs = [
         (package, kind, root / split / kind, count, size, seed)
         for seed, (split, count, kind) in enumerate(
@@ -458,14 +458,14 @@ PATHS = {
 
 def forced_path(package: str, path: str, setattr_: Callable[[object, str, object], None]) -> str | None:
     """Make the placement take ``path``; why it cannot here (nvJPEG without a working TorchCodec), else None.
-    nvJPEG is forced past the start's race (data/decode_race.py), whose figures the row keeps (``RACES``)."""
-    placement = importlib.import_module(f"{package}.data.placement")
+    nvJPEG is forced past the start's race (data/loading/decode_race.py), whose figures the row keeps (``RACES``)."""
+    placement = importlib.import_module(f"{package}.data.loading.placement")
     if path == "prefetch":
         setattr_(placement, "decodes_on_gpu", lambda paths, device: False)
         setattr_(placement, "jpegs_on_cuda", lambda paths, device: False)
     if path == "nvjpeg":
-        gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
-        decode_race = importlib.import_module(f"{package}.data.decode_race")
+        gpu_decode = importlib.import_module(f"{package}.data.loading.gpu_decode")
+        decode_race = importlib.import_module(f"{package}.data.loading.decode_race")
         timed = decode_race.race
 
         def won(*args: object) -> object:
@@ -533,10 +533,10 @@ def measure(
         kind = "JPEG"
         root = data_root if data_root.exists() else write_jpeg_data(package, data_root, per_class, 4, size)
     else:
-        sample = importlib.import_module(f"{package}.data.sample_data")
+        sample = importlib.import_module(f"{package}.data.files.sample_data")
         root, kind = sample.write_sample_data(data_root, per_class, 4, image_size=size), "PNG"
     project_dir = project if project is not None else tmp / package
-    classes = len(importlib.import_module(f"{package}.data.sample_data").CLASSES)
+    classes = len(importlib.import_module(f"{package}.data.files.sample_data").CLASSES)
     images = classes * per_class
     out = tmp / f"run_{model_name}_{size}_{path}"
     cfg = trainer_config(package, project_dir, root, model_name, size, out, path, device)
@@ -592,7 +592,7 @@ def measure(
 
 
 def race_figures(races: list[Any]) -> dict[str, Any]:
-    """The start's race, where the run ran one (data/decode_race.py): files a second, nvJPEG's and the CPU's."""
+    """The start's race, where the run ran one (data/loading/decode_race.py): files a second, nvJPEG's and the CPU's."""
     if not races:
         return {}
     race = races[0]

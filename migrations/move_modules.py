@@ -1,13 +1,16 @@
 """Move a project's files to a release's new places, with the user's edits, for ``_migrations``.
 
-Two releases moved files, and changed nothing else in them but their imports:
+Three releases moved files, and changed nothing else in them but their imports:
 
 - v0.2.0 moved the package's 48 flat modules into folders (``core``, ``data``,
   ``models``, ``training``, ``outputs``, ``commands``, ``sweeps``);
 - v0.10.0 moved the last three files beside the folders into them:
   ``extensions.py`` (the user's own) to ``models/``, ``slurm.py`` (``python -m
   <package>.slurm`` is now ``python -m <package>.training.slurm``) to
-  ``training/``, and the answers' ``project_defaults.yaml`` to ``core/``.
+  ``training/``, and the answers' ``project_defaults.yaml`` to ``core/``;
+- v0.13.0 moved ``data/``'s flat modules into three rooms (``files``,
+  ``decoding``, ``loading``) and the audit's own modules, with its command and
+  report, into ``commands/audit/``.
 
 ``RELEASES`` holds each one's table; ``rewrite``, below, is the function that
 rewrote the imports in the template (``migrations/moves_0_10.py`` made
@@ -60,14 +63,6 @@ class Release:
     files: dict[str, str] = field(default_factory=dict)  # old path -> new path: data, not code
     owned: frozenset[str] = frozenset()  # new places (dotted) of the files the user owns: theirs, never merged
 
-    @property
-    def folders(self) -> set[str]:
-        return {new.split(".")[0] for new in self.modules.values()}
-
-    def submodules(self, folder: str) -> set[str]:
-        """The modules that the new layout puts in one of its folders: ``cache`` for ``data``."""
-        return {new.split(".")[1] for new in self.modules.values() if new.startswith(folder + ".")}
-
     def paths(self) -> list[tuple[str, str, str | None, str | None]]:
         """Every move as (old path, new path, old module, new module), paths under the package; no module: data."""
         modules = [(f"{old.replace('.', '/')}.py", f"{new.replace('.', '/')}.py", old, new)
@@ -87,6 +82,13 @@ FOLDERS = {
 }
 RENAMED = {"data": "data.folders", "model": "models.classifier", "outputs": "outputs.writers"}  # a folder's name now
 MOVES = {**{name: f"{folder}.{name}" for folder, names in FOLDERS.items() for name in names.split()}, **RENAMED}
+# v0.13.0: data/ room -> the modules it holds now, under the same names; folders.py and batches.py stay at data/'s top.
+DATA_ROOMS = {
+    "files": "bad_files file_index class_counts duplicates start_checks shards sample_data",
+    "decoding": "decode codec",
+    "loading": "pipeline loaders samplers prefetch placement resident cache store augment mixing gpu_decode"
+    " decode_race",
+}
 RELEASES = {
     "v0.2.0": Release(MOVES),
     # v0.10.0: the last names beside the folders but cli.py (and the dunder files) go into them.
@@ -95,18 +97,33 @@ RELEASES = {
         files={"project_defaults.yaml": "core/project_defaults.yaml"},
         owned=frozenset({"models.extensions"}),  # copier.yml's _skip_if_exists
     ),
+    # v0.13.0: data/'s flat modules into three rooms, and the audit's own logic beside its command.
+    "v0.13.0": Release(
+        {
+            **{f"data.{name}": f"data.{room}.{name}" for room, names in DATA_ROOMS.items() for name in names.split()},
+            **{f"data.{name}": f"commands.audit.{name}" for name in ("findings", "near_copies", "label_checks")},
+            "commands.audit": "commands.audit.audit",
+            "commands.audit_report": "commands.audit.audit_report",
+        }
+    ),
 }
 STASH = "torch-scaffold-moves"  # under the project's .git folder: nothing there is merged or committed
 
 
 def moved(release: Release, name: str) -> str:
-    """The new dotted name (under the package) of an old one; new and unmoved names come back as they are."""
-    head, _, rest = name.partition(".")
-    if head not in release.modules or name in release.modules.values():
+    """The new dotted name (under the package) of an old one; new and unmoved names come back as they are.
+
+    The longest old module that ``name`` starts with decides (``data.decode.read_file``: ``data.decode``); a
+    name already in the new layout (``data.cache``, ``commands.audit.audit.run_audit``) is left alone.
+    """
+    if any(name == new or name.startswith(new + ".") for new in release.modules.values()):
         return name
-    if head in release.folders and rest.split(".")[0] in release.submodules(head):
-        return name  # already the new layout: data.cache, outputs.writers.Outputs
-    return release.modules[head] + (f".{rest}" if rest else "")
+    parts = name.split(".")
+    for length in range(len(parts), 0, -1):
+        old = ".".join(parts[:length])
+        if old in release.modules:
+            return ".".join([release.modules[old], *parts[length:]])
+    return name
 
 
 def relative(target: str, module: str) -> str:
@@ -125,8 +142,12 @@ def resolve(level: int, name: str | None, module: str) -> str:
 
 
 def imports_modules(release: Release, source: str, names: list[ast.alias]) -> bool:
-    """``from . import a, b`` (from the top package) or ``from .data import cache``: the names are modules."""
-    return not source or (source in release.folders and all(a.name in release.submodules(source) for a in names))
+    """``from . import a, b`` (from the top package) or ``from .data import cache``: the names are modules.
+
+    One moved or new module among the names makes them all modules, each then placed on its own.
+    """
+    modules = {*release.modules, *release.modules.values()}
+    return not source or any(f"{source}.{alias.name}" in modules for alias in names)
 
 
 def rewrite(
@@ -194,7 +215,7 @@ def rewrite(
 def mentions(release: Release, text: str, package: str) -> str:
     """Dotted mentions of a moved module (``package.plots.plot_curves``) in code, strings or prose."""
     return re.sub(
-        rf"(?<![\w.]){re.escape(package)}\.([a-z_]+(?:\.[a-z_]+)?)\b",
+        rf"(?<![\w.]){re.escape(package)}\.([a-z_]+(?:\.[a-z_]+){{0,2}})\b",
         lambda m: f"{package}.{moved(release, m.group(1))}",
         text,
     )

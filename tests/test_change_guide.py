@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ ROWS = {  # row of the table -> the files it names (checked against the README, 
         "configs/default.yaml",
         "docs/config.md",
     ],
-    "a new augmentation": ["models/extensions.py", "data/folders.py", "data/augment.py"],
+    "a new augmentation": ["models/extensions.py", "data/folders.py", "data/loading/augment.py"],
+    "a new image format": ["data/decoding/decode.py"],
     "a new logger with its own run": ["outputs/writers.py"],
     "a new checkpoint field": ["training/run_state.py"],
     "a new config key": ["core/config.py", "configs/default.yaml", "docs/config.md"],
@@ -65,6 +67,28 @@ class OurLog(Output):
         with open(os.path.join(os.environ["OURS_DIR"], "log"), "a") as seen:
             seen.write(f"{run_id}\\n")
 '''
+# A new image format: 4 bytes of magic, the width and height (2 bytes each), then the RGB pixels, row by row.
+OUR_FORMAT_READER = """    if data[:4] == b"OURS":  # ours
+        width, height = struct.unpack("<HH", data[4:8])
+        return Image.frombytes("RGB", (width, height), data[8:])
+"""
+OUR_FORMAT_HEADER = """    if data[:4] == b"OURS":  # ours: the size, for the checks at start
+        return Header("OURS", *struct.unpack("<HH", data[4:8]))
+"""
+OURS_IMAGES = 2  # training images of the sample data rewritten in our format
+
+
+def write_our_format(png: Path) -> Path:
+    """The PNG's picture in our format, beside it under the ``.ours`` extension; the PNG removed."""
+    from PIL import Image
+
+    image = Image.open(png).convert("RGB")
+    ours = png.with_suffix(".ours")
+    ours.write_bytes(b"OURS" + struct.pack("<HH", *image.size) + image.tobytes())
+    png.unlink()
+    return ours
+
+
 OUR_COMMAND = '''"""Ours: the hello command."""
 
 
@@ -121,6 +145,11 @@ def make_every_change(project: Path) -> None:
     folders = src / "data" / "folders.py"
     folders.write_text(folders.read_text() + TOUCHED)
     edit(folders, "*extensions.extra_train_transforms(),  # yours", "            Touched('build_transform'),\n")
+    # A new image format: data/decoding/decode.py, its extension and its reader.
+    decode = src / "data" / "decoding" / "decode.py"
+    edit(decode, "IMAGE_EXTENSIONS = (*IMG_EXTENSIONS", 'IMAGE_EXTENSIONS = (*IMAGE_EXTENSIONS, ".ours")  # ours\n')
+    edit(decode, "    image = Image.open(io.BytesIO(data))  # its first frame", OUR_FORMAT_READER, after=False)
+    edit(decode, "    if data.startswith(PNG_MAGIC) and data[12:16]", OUR_FORMAT_HEADER, after=False)
     # A new logger with its own run id: outputs/writers.py.
     writers = src / "outputs" / "writers.py"
     writers.write_text(writers.read_text() + OUR_LOG)
@@ -197,6 +226,8 @@ def changed(project: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     ours.mkdir()
     check(run_in(copy, sys.executable, "-m", PACKAGE, "sample-data", "data/sample", "--train-per-class", "6",
                  "--val-per-class", "3", "--image-size", "32"))  # fmt: skip
+    for png in sorted((copy / "data" / "sample" / "train" / "circle").glob("*.png"))[:OURS_IMAGES]:
+        write_our_format(png)
     first = train(copy, ours, "--set", "train.epochs=1")
     resumed = train(copy, ours, "--resume", "auto")
     return copy, ours, first.stdout + resumed.stdout
@@ -229,6 +260,21 @@ def test_an_augmentation_in_each_named_place_runs_on_the_default_settings(change
     for place in ("extensions", "build_transform"):
         assert (ours / place).is_file() and len((ours / place).read_text()) >= 24, place  # every training image
     assert "per-sample path" in out  # the batch path would have skipped them: the run says which path it took
+
+
+def test_a_new_image_format_is_checked_decoded_and_trained_on(changed: tuple[Path, Path, str]) -> None:
+    """The start's checks accept the new files (a stray file would stop it), the contract decodes them to the
+    picture they hold, and every training image counts, ours included."""
+    project, _, out = changed
+    ours = sorted((project / "data" / "sample" / "train" / "circle").glob("*.ours"))
+    assert len(ours) == OURS_IMAGES
+    code = (
+        f"from {PACKAGE}.data.decoding.decode import ImageFiles; from PIL import Image; import sys; "
+        f"image = ImageFiles(None)(sys.argv[1]); print(image.mode, *image.size)"
+    )
+    width, height = struct.unpack("<HH", ours[0].read_bytes()[4:8])
+    assert check(run_in(project, sys.executable, "-c", code, str(ours[0]))).split() == ["RGB", str(width), str(height)]
+    assert "24 train / 12 val images" in out  # 6 a class in 4 classes: the PNGs and ours
 
 
 def test_a_new_logger_keeps_its_own_run_across_a_resume(changed: tuple[Path, Path, str]) -> None:

@@ -16,7 +16,7 @@ from .conftest import BIN, PROJECT_TEST_COMMAND, REPO, check, generate, run_in, 
 
 MODULES = """__init__ __main__ cli models/extensions training/slurm
 core/config core/errors core/distributed data/folders
-data/sample_data data/batches models/classifier training/optim training/engine training/trainer training/inference
+data/files/sample_data data/batches models/classifier training/optim training/engine training/trainer training/inference
 core/checkpoint training/run_state outputs/reporting outputs/tracking outputs/writers commands/sweep sweeps/__init__
 sweeps/space sweeps/study sweeps/report"""
 EXPECTED = [
@@ -147,6 +147,15 @@ def test_the_package_shows_its_architecture_in_at_most_eight_names() -> None:
     names = sorted(p.name.removesuffix(".jinja") for p in package.iterdir() if p.name != "__pycache__")
     beside = [name for name in names if name not in ("__init__.py", "__main__.py")]
     assert len(beside) <= 8, f"{len(beside)} names in src/<package>: {beside}"
+
+
+def test_data_shows_its_rooms_in_at_most_six_names() -> None:
+    """``ls src/<package>/data`` is the map of the data's code (issue 58): its three rooms, the two files that
+    assemble them and the front door; a new module goes into the room of its job."""
+    data = REPO / "template" / "src" / "{{package_name}}" / "data"
+    names = sorted(p.name for p in data.iterdir() if p.name != "__pycache__")
+    assert len(names) <= 6, f"{len(names)} names in data/: {names}"
+    assert {"files", "decoding", "loading", "__init__.py"} <= set(names)
 
 
 def test_template_code_is_plain_python() -> None:

@@ -1,7 +1,7 @@
 """The files users bring, made at run time: phone photos, scans, web scrapes (no binary file is committed).
 
 Each specimen holds a known picture, its ``truth``: the upright RGB image, 8
-bits a channel, that the decode contract (``data/decode.py``) must give. A
+bits a channel, that the decode contract (``data/decoding/decode.py``) must give. A
 lossless file gives it exactly; a JPEG within its compression's loss. The
 pictures are asymmetric (a bright top-left corner, a ramp from left to right),
 so a sideways or mirrored decode cannot pass for an upright one.

@@ -5,7 +5,7 @@ each Python its own torch. ``refused`` is None when a kernel ran and finished on
 that says why not: a CPU-only build, ``torch.cuda.is_available()`` false (torch's own warning says why: a
 driver older than the build's CUDA, say), or the driver refusing the device at the first kernel (a build
 without this GPU's architecture). ``--nvjpeg PACKAGE`` adds whether the generated project's nvJPEG path
-decodes a JPEG on cuda:0 (``PACKAGE.data.gpu_decode.cuda_decode_failure``).
+decodes a JPEG on cuda:0 (``PACKAGE.data.loading.gpu_decode.cuda_decode_failure``).
 
     python tests/gpu/probe.py [--nvjpeg PACKAGE]
 """
@@ -54,7 +54,7 @@ def cuda_facts(torch: Any) -> dict[str, Any]:
 
 def nvjpeg_failure(torch: Any, package: str) -> str | None:
     """The generated project's own probe: why its nvJPEG path cannot decode on cuda:0, or None."""
-    gpu_decode = importlib.import_module(f"{package}.data.gpu_decode")
+    gpu_decode = importlib.import_module(f"{package}.data.loading.gpu_decode")
     return gpu_decode.cuda_decode_failure(torch.device("cuda", 0))
 
 

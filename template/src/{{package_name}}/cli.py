@@ -136,7 +136,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
 
 
 def sample_data_command(args: argparse.Namespace) -> int:
-    from .data.sample_data import CLASSES, write_sample_data
+    from .data import CLASSES, write_sample_data
 
     root = write_sample_data(args.dir, args.train_per_class, args.val_per_class, args.image_size, args.seed)
     total = len(CLASSES) * (args.train_per_class + args.val_per_class)
@@ -245,8 +245,8 @@ def similar_command(args: argparse.Namespace) -> int:
 
 def audit_command(args: argparse.Namespace) -> int:
     """The audit: CSVs, pictures and a summary table; it never moves or deletes a file."""
-    from .commands.audit import run_audit
-    from .data.findings import NEAR_DUPLICATE_SIMILARITY
+    from .commands.audit.audit import run_audit
+    from .commands.audit.findings import NEAR_DUPLICATE_SIMILARITY
 
     configs = args.config or ([] if args.checkpoint else [DEFAULT_CONFIG])  # a checkpoint brings its own config
     similarity = args.near_duplicate_similarity or NEAR_DUPLICATE_SIMILARITY

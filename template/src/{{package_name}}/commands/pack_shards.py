@@ -1,4 +1,5 @@
-"""``pack-shards DATA_ROOT OUT_DIR``: pack an ImageFolder into WebDataset tar shards, once (data/shards.py reads them).
+"""``pack-shards DATA_ROOT OUT_DIR``: pack an ImageFolder into WebDataset tar shards, once (data/files/shards.py
+reads them).
 
 The files are listed and checked exactly as training checks them
 (``folders.folder_dataset``: stray files, every file read, ``data.on_bad_file``), so
@@ -25,10 +26,7 @@ from ..core.config import DataConfig
 from ..core.errors import UserError
 from ..core.optional import require
 from ..core.progress import meter
-from ..data import duplicates
-from ..data.decode import DECODE_VERSION
-from ..data.folders import check_data_root, checked_splits, warn_missing_classes
-from ..data.shards import FORMAT, MANIFEST, VERSION, digest
+from ..data import DECODE_VERSION, check_data_root, checked_splits, duplicates, shards, warn_missing_classes
 
 SPLITS = ("train", "val", "test")  # test/ is packed when there: training evaluates it at the end
 DEFAULT_SHARD_BYTES = 256 * 2**20  # WebDataset suggests 100 MB to a few GB: few files, each read sequentially
@@ -123,10 +121,10 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         shutil.rmtree(out)  # no half pack left behind to be mistaken for one (it was empty before)
         raise
     for entry in splits.values():
-        entry["digest"] = digest(train.classes, entry["samples"])
+        entry["digest"] = shards.digest(train.classes, entry["samples"])
     manifest = {
-        "format": FORMAT,
-        "version": VERSION,
+        "format": shards.FORMAT,
+        "version": shards.VERSION,
         "decode": DECODE_VERSION,  # the decode contract its files were checked by (they are decoded when read)
         "data_format": cfg.format,
         "on_bad_file": cfg.on_bad_file,
@@ -138,15 +136,15 @@ def pack_shards(data_root: str, out_dir: str, cfg: DataConfig, max_bytes: int = 
         # file first; found with the pixels of data.image_size at packing (a JPEG decoded at reduced scale).
         "duplicates": duplicates.recorded(checked.groups or [], root, list(train.classes)),
     }
-    temporary = out / f".{MANIFEST}.partial"
+    temporary = out / f".{shards.MANIFEST}.partial"
     temporary.write_text(json.dumps(manifest, separators=(",", ":")))
-    os.replace(temporary, out / MANIFEST)  # last, and whole: its presence means the pack is complete
+    os.replace(temporary, out / shards.MANIFEST)  # last, and whole: its presence means the pack is complete
     seconds = time.perf_counter() - started
     images = sum(len(entry["samples"]) for entry in splits.values())
-    shards = sum(len(entry["shards"]) for entry in splits.values())
+    shard_count = sum(len(entry["shards"]) for entry in splits.values())
     size = sum(shard["bytes"] for entry in splits.values() for shard in entry["shards"])
     return (
-        f"packed {images} images of {len(train.classes)} classes ({', '.join(splits)}) into {shards} shard(s), "
+        f"packed {images} images of {len(train.classes)} classes ({', '.join(splits)}) into {shard_count} shard(s), "
         f"{size / 2**20:,.1f} MB, in {out} in {seconds:.1f} s ({images / max(seconds, 1e-9):,.0f} images/s); "
         f"train with --set data.root={out}"
     )

@@ -14,8 +14,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import UserError
-from ..data.folders import build_transform, check_split, split_dataset
-from ..data.loaders import build_loader
+from ..data import build_loader, build_transform, check_split, split_dataset
 from ..models.embeddings import embed, without_head
 from ..training.inference import Loaded, read_input
 

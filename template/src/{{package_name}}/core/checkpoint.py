@@ -322,7 +322,7 @@ def find_resume_state(
     A path: that file, which must be intact. ``mapped``: read as
     ``read_checkpoint`` maps it, and without the warnings, for the data's
     set-up to learn which decoder that file's run used before the restore
-    reads the same file (``data/placement.py``, ``recorded_decoder``).
+    reads the same file (``data/loading/placement.py``, ``recorded_decoder``).
     """
     if not resume:
         return None

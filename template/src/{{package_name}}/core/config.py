@@ -97,7 +97,7 @@ class DataConfig:
     )
     cache: str = option(
         "auto",
-        "auto: device or memory where they fit (data/placement.py) | none | memory: decode once, keep | device",
+        "auto: device or memory where they fit (data/loading/placement.py) | none | memory: decode once, keep | device",
         choices=("auto", "none", "memory", "device"),
     )
     decoder: str = option(

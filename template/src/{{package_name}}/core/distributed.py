@@ -116,8 +116,8 @@ def started(world: World) -> None:
 
 def files_checked(world: World) -> None:
     """Every process waits here until each node's local rank 0 has checked the files (the others skip the checks),
-    as at ``started``: before any process times its decode (``data/decode_race.py``), so that no file check shares
-    the cores a race times. A collective: every process asks, once, at the same point."""
+    as at ``started``: before any process times its decode (``data/loading/decode_race.py``), so that no file check
+    shares the cores a race times. A collective: every process asks, once, at the same point."""
     if world.distributed and world.startup is not None:
         dist.barrier(group=world.startup)
 

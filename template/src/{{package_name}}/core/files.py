@@ -7,11 +7,12 @@ that the rename survives a power cut too.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
@@ -36,3 +37,18 @@ def fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_chunks(path: Path, chunks: Iterable[Any]) -> None:
+    """Write ``chunks`` (bytes or buffers) to ``path`` atomically."""
+
+    def write(handle: BinaryIO) -> None:
+        for chunk in chunks:
+            handle.write(chunk)
+
+    write_atomically(path, write)
+
+
+def folder_key(root: Path) -> str:
+    """A data folder's own part of every name in the cache folder (caches, file indexes) (its real path, hashed)."""
+    return hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]

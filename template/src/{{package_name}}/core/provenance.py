@@ -48,7 +48,9 @@ def data_fingerprint(dataset: Any) -> dict[str, dict[str, Any]]:
     root = Path(dataset.root)
     prefix = os.path.join(str(root), "")  # the scan's paths start so: a cut costs 20x less than os.path.relpath
     files: dict[str, list[str]] = {name: [] for name in dataset.classes}
-    size = getattr(dataset, "file_size", os.path.getsize)  # a packed split knows its files' sizes (data/shards.py)
+    size = getattr(
+        dataset, "file_size", os.path.getsize
+    )  # a packed split knows its files' sizes (data/files/shards.py)
     for path, target in getattr(dataset, "samples", []):
         relative = path[len(prefix) :] if path.startswith(prefix) else os.path.relpath(path, root)
         files[dataset.classes[target]].append(f"{relative}\t{size(path)}")
@@ -65,7 +67,7 @@ def provenance(train_set: Any, val_set: Any) -> dict[str, Any]:
         "torch": str(torch.__version__),  # a TorchVersion object would not load with weights_only=True
         "torchvision": str(torchvision.__version__),
         "data": {"train": data_fingerprint(train_set), "val": data_fingerprint(val_set)},
-        # Which decoder made the training pixels: nvjpeg (data/gpu_decode.py) or cpu; a resume keeps it.
+        # Which decoder made the training pixels: nvjpeg (data/loading/gpu_decode.py) or cpu; a resume keeps it.
         "decoder": getattr(train_set, "decoder", "cpu"),
     }
 

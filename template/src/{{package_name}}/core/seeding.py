@@ -9,8 +9,8 @@ why no module here keeps a running random state between steps.
 - ``seed_everything``: the start of a run (model initialization, user code).
 - ``seed_process``: after model initialization, another torch stream per DDP process (dropout).
 - ``sample_seed``: one training sample's per-image augmentation (``SeededSamples``).
-- ``batch_seed``: one training batch's mixing (``data/mixing.py``); ``crop_seed``: its
-  crops and flips on the device (``data/augment.py``), another stream per process.
+- ``batch_seed``: one training batch's mixing (``data/loading/mixing.py``); ``crop_seed``: its
+  crops and flips on the device (``data/loading/augment.py``), another stream per process.
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ from torch.utils.data import DataLoader
 from ..core.config import DataConfig
 from ..core.device import Compute
 from ..core.distributed import World
-from .augment import BatchAugment
 from .folders import TrainingData
-from .gpu_decode import EncodedImages, GpuDecoded
-from .loaders import build_loader, build_sampler, stop_workers
-from .mixing import BatchMixer
-from .pipeline import SquareCache, on_batch_path
-from .prefetch import Prefetched, prefetches
-from .resident import DeviceBatches
+from .loading.augment import BatchAugment
+from .loading.gpu_decode import EncodedImages, GpuDecoded
+from .loading.loaders import build_loader, build_sampler, stop_workers
+from .loading.mixing import BatchMixer
+from .loading.pipeline import SquareCache, on_batch_path
+from .loading.prefetch import Prefetched, prefetches
+from .loading.resident import DeviceBatches
 
 
 class TrainingBatches:

@@ -25,8 +25,9 @@ from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
 from ..models import extensions
-from . import decode_race, duplicates, start_checks
-from .bad_files import (
+from .decoding.decode import IMAGE_EXTENSIONS, ImageFiles, square_side
+from .files import duplicates, start_checks
+from .files.bad_files import (
     Checked,
     Problems,
     check_every_file,
@@ -36,16 +37,16 @@ from .bad_files import (
     listing,
     stray_files,
 )
-from .cache import keeps_in_memory
-from .decode import IMAGE_EXTENSIONS, ImageFiles
-from .file_index import FileIndex
-from .gpu_decode import EncodedImages
-from .loaders import loader_workers, worker_start
-from .pipeline import batch_path, fill_workers, square_side
-from .placement import Cached, Placement, measured_facts, place, recorded_decoder
-from .shards import PackedFolder, is_packed, packed_splits
-from .start_checks import CheckedSplits
-from .store import CacheStore, cache_folder
+from .files.file_index import FileIndex
+from .files.shards import PackedFolder, is_packed, packed_splits
+from .files.start_checks import CheckedSplits
+from .loading import decode_race
+from .loading.cache import keeps_in_memory
+from .loading.gpu_decode import EncodedImages
+from .loading.loaders import loader_workers, worker_start
+from .loading.pipeline import batch_path, fill_workers
+from .loading.placement import Cached, Placement, measured_facts, place, recorded_decoder
+from .loading.store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
 SPLITS = ("train", "val")  # what data.root must hold; test/ is optional (duplicates.SPLITS: all three)
@@ -158,7 +159,7 @@ def folder_dataset(
 
 def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **options: Any) -> datasets.DatasetFolder:
     """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
-    is a folder that ``pack-shards`` wrote (data/shards.py; it was checked file by file when packed)."""
+    is a folder that ``pack-shards`` wrote (data/files/shards.py; it was checked file by file when packed)."""
     if is_packed(root):
         return PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))  # type: ignore[return-value]
     return folder_dataset(root / split, cfg, train, **options)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..data.folders import has_split
+from ..data import has_split
 from ..outputs.evaluation_report import format_confused, format_table, save_top_losses, table_rows
 from .inference import load_trained, run_evaluate
 

@@ -16,21 +16,32 @@ from ..core.checkpoint import load_model_state, read_checkpoint
 from ..core.config import Config, DataConfig, load_config
 from ..core.device import Compute, configure_backends, resolve_precision, select_device
 from ..core.errors import UserError
-from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, leave_out, listing, reason
-from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
-from ..data.duplicates import left_out
-from ..data.folders import (
+from ..data import (
+    IMAGE_EXTENSIONS,
     NPY_EXTENSIONS,
+    READ_ERRORS,
+    BadFileError,
+    ImageFiles,
+    PackedFiles,
+    PackedFolder,
     align_classes,
+    bombs_refused,
+    build_loader,
     build_transform,
     check_split,
     checked_splits,
+    extension_list,
+    is_packed,
+    leave_out,
+    left_out,
+    listing,
     load_npy,
+    packed_loader,
+    packed_splits,
+    reason,
     split_dataset,
+    square_side,
 )
-from ..data.loaders import build_loader
-from ..data.pipeline import square_side
-from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, packed_splits
 from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
@@ -93,7 +104,9 @@ def run_evaluate(
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
-    if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
+    if (
+        cfg.data.duplicates == "drop"
+    ):  # the copies a training start leaves out (data/files/duplicates.py), left out here too
         leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
@@ -154,7 +167,7 @@ def write_predictions(predictions: list[tuple[Path, list[tuple[str, float]]]], t
 
 def read_input(path: Path, cfg: DataConfig, packed: PackedFiles | None = None) -> Any:
     """A file's sample, or a packed one's from its shard (``packed``), decoded as training decodes it: an image
-    by the decode contract (data/decode.py: upright, RGB, 8 bits), at the scale the evaluation resize needs."""
+    by the decode contract (data/decoding/decode.py: upright, RGB, 8 bits), at the scale the evaluation resize needs."""
     if packed is None and not path.is_file():
         raise UserError(f"{path} not found: give the path of an existing file or folder")
     read = (packed or load_npy) if cfg.format == "npy" else ImageFiles(square_side(cfg), packed)

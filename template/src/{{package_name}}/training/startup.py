@@ -12,7 +12,7 @@ from typing import Any
 from ..core.config import Config
 from ..core.device import bf16_slower_on_cpu, cpu_has_native_bf16
 from ..core.progress import Advice, TrainingProgress, duration
-from ..data.sample_data import CLASSES
+from ..data import CLASSES
 from .freezing import pace_changes
 from .pretrained import model_line
 from .run_length import run_length_warnings

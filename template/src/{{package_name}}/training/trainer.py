@@ -45,10 +45,7 @@ from ..core.distributed import (
 )
 from ..core.provenance import provenance
 from ..core.seeding import seed_everything, seed_process
-from ..data.batches import TrainingBatches
-from ..data.folders import build_training_data
-from ..data.loaders import build_loader, stop_workers
-from ..data.samplers import balanced_class_weights
+from ..data import TrainingBatches, balanced_class_weights, build_loader, build_training_data, stop_workers
 from ..models.classifier import build_model
 from ..outputs.writers import build_outputs
 from .ema import WeightAverage

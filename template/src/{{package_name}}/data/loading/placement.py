@@ -45,14 +45,14 @@ import torch
 from torch.utils.data import Dataset
 from torchvision import datasets
 
-from ..core.checkpoint import find_resume_state
-from ..core.config import DataConfig
-from ..core.distributed import World, all_agree, files_checked
-from ..core.errors import UserError
-from . import codec
+from ...core.checkpoint import find_resume_state
+from ...core.config import DataConfig
+from ...core.distributed import World, all_agree, files_checked
+from ...core.errors import UserError
+from ..decoding import codec
+from ..files.file_index import FileIndex
 from .cache import AUTO_SHARE, MemoryCache
 from .decode_race import DecodeRace
-from .file_index import FileIndex
 from .gpu_decode import decodes_on_gpu, jpegs_on_cuda, nvjpeg_unavailable
 from .pipeline import Fill, square_images
 from .store import CacheStore
@@ -133,7 +133,7 @@ def nvjpeg_refusal(facts: DataFacts) -> str | None:
     """Why nvJPEG cannot decode this run here, whatever ``data.decoder`` says; None where it can: JPEG files on a
     GPU where TorchCodec decodes, on the batch path, streamed (no ``data.cache`` of CPU-decoded images asked)."""
     if not facts.gpu_decode:
-        return facts.unavailable or "nvJPEG does not decode these files here (data/gpu_decode.py)"
+        return facts.unavailable or "nvJPEG does not decode these files here (data/loading/gpu_decode.py)"
     if not facts.batch_path:
         return "the per-sample pipeline decodes in the loader (data.pipeline: sample, or what asks for it)"
     if facts.setting in ("memory", "device"):

@@ -24,12 +24,13 @@ from torchvision import datasets
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from ..core.config import DataConfig
-from ..core.distributed import World
-from ..core.errors import UserError
-from ..core.machine import cores_per_process
-from ..core.progress import meter
-from ..models import extensions
+from ...core.config import DataConfig
+from ...core.distributed import World
+from ...core.errors import UserError
+from ...core.machine import cores_per_process
+from ...core.progress import meter
+from ...models import extensions
+from ..decoding.decode import square_side
 from .cache import refuse_if_too_big
 from .store import CacheKey, CacheStore, MappedBlock
 
@@ -78,10 +79,6 @@ def batch_path(cfg: DataConfig, train_transform: v2.Compose) -> bool:
 def on_batch_path(dataset: Dataset) -> bool:
     """Whether ``build_datasets`` put this training set on the batch path: ``batch_path``'s decision, read back."""
     return isinstance(dataset, SquareImages)
-
-
-def square_side(cfg: DataConfig) -> int:
-    return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
 
 
 def square(image: torch.Tensor, side: int) -> torch.Tensor:

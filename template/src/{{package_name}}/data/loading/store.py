@@ -28,14 +28,14 @@ import struct
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 import torchvision
 
-from ..core import PACKAGE
-from ..core.files import write_atomically
-from .decode import DECODE_VERSION
+from ...core import PACKAGE
+from ...core.files import folder_key, write_chunks
+from ..decoding.decode import DECODE_VERSION
 
 CACHE_FORMAT = 1  # bump when the file layout or the decoded pixels change: older files are then never read
 MAGIC = b"TSCACHE1"  # the file's last 8 bytes; the 8 before them: the header's length
@@ -64,11 +64,6 @@ def cache_folder(setting: str, report: bool = True) -> Path | None:
             )
         return None
     return folder
-
-
-def folder_key(root: Path) -> str:
-    """The data folder's own part of every name in the cache folder (its real path, hashed)."""
-    return hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,16 +120,6 @@ class Stored:
 
     block: MappedBlock
     chunks: list[tuple[int, list[int], str]]
-
-
-def write_chunks(path: Path, chunks: Iterable[Any]) -> None:
-    """Write ``chunks`` (bytes or buffers) to ``path`` atomically (core/files.py)."""
-
-    def write(handle: BinaryIO) -> None:
-        for chunk in chunks:
-            handle.write(chunk)
-
-    write_atomically(path, write)
 
 
 def cache_chunks(tensors: Iterable[torch.Tensor], key: CacheKey, align: int) -> Iterator[Any]:

@@ -20,7 +20,7 @@ from collections import Counter
 
 from torchvision import datasets
 
-from ..core.errors import UserError
+from ...core.errors import UserError
 
 TINY_SHARE = 0.1  # of the median class's training images: fewer makes a class tiny
 SHOWN = 5  # tiny classes named in the line; the count stays whole

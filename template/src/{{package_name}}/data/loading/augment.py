@@ -16,8 +16,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..core.config import DataConfig
-from ..core.seeding import crop_seed
+from ...core.config import DataConfig
+from ...core.seeding import crop_seed
 
 RATIO = (3 / 4, 4 / 3)  # RandomResizedCrop's default range of aspect ratios
 TRIES = 10  # RandomResizedCrop's attempts before it falls back to the whole image

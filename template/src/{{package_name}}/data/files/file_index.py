@@ -20,10 +20,10 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from ..core.progress import tracked
-from . import decode  # decode.open_rgb, by the module: the tests count the decodes there
-from .decode import DECODE_VERSION
-from .store import folder_key, write_chunks
+from ...core.files import folder_key, write_chunks
+from ...core.progress import tracked
+from ..decoding import decode
+from ..decoding.decode import DECODE_VERSION
 
 # Bump when the file's layout or a verdict's meaning changes: old indexes are then ignored. 2: a bad file's verdict
 # holds the reason alone (1 held the whole message, its way out included: a report listing it said that twice).

@@ -18,10 +18,10 @@ import torch.distributed as dist
 from torch import multiprocessing
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..core.config import DataConfig
-from ..core.distributed import World
-from ..core.machine import cores_per_process
-from ..core.seeding import SeededSamples
+from ...core.config import DataConfig
+from ...core.distributed import World
+from ...core.machine import cores_per_process
+from ...core.seeding import SeededSamples
 from .pipeline import keep_batch, on_batch_path
 from .samplers import ResumableSampler, ShardSampler, sample_weights
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.errors import UserError
+from ...core.errors import UserError
 from .near_copies import MATCH, Thumbnails, near_copies
 
 # Each kind of finding: its CSV file, and the columns that follow kind, split, path, class, score (in this order).

@@ -34,9 +34,9 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from . import codec
-from .bad_files import READ_ERRORS, Checked
-from .decode import ORIENTATION, decode_tensor, reduces, refuse_bomb, sniff
+from ..decoding import codec
+from ..decoding.decode import ORIENTATION, decode_tensor, reduces, refuse_bomb, sniff
+from ..files.bad_files import READ_ERRORS, Checked
 from .pipeline import SquareImages, square
 from .prefetch import Batch, Prefetched
 

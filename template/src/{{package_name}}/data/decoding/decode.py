@@ -31,6 +31,7 @@ import struct
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,9 +41,18 @@ from torchvision.transforms.v2 import functional as TF
 
 from . import codec
 
+if TYPE_CHECKING:  # an annotation only: the contract loads without the package (benchmarks/large_photos.py)
+    from ...core.config import DataConfig
+
 # 1: Pillow's convert("RGB") per sample, TorchCodec on the batch path (EXIF and 16-bit read two ways).
 # 2: this contract. Bump it when any decoded pixel changes: the caches keyed by it are then made again.
 DECODE_VERSION = 2
+
+
+def square_side(cfg: DataConfig) -> int:
+    return round(cfg.image_size / cfg.eval_crop_ratio)  # the evaluation resize: what data.cache keeps too
+
+
 IMAGE_EXTENSIONS = (*IMG_EXTENSIONS, ".gif")  # torchvision's list, and GIF (web scrapes), first frame
 ORIENTATION = 0x0112  # the EXIF tag: 1 upright, 2 to 8 mirrored and/or turned
 PNG_MAGIC, JPEG_MAGIC = b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff"

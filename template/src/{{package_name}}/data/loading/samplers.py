@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, DistributedSampler, Sampler
 
-from ..core.distributed import World
-from ..core.errors import UserError
+from ...core.distributed import World
+from ...core.errors import UserError
 
 
 class ResumableSampler(DistributedSampler):

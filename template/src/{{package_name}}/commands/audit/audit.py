@@ -1,7 +1,7 @@
 """The ``audit`` command: what in ``data.root`` would mislead a run, one CSV and one picture per kind of finding.
 
 The checks that need no model run always: class balance, from the folders
-alone, and exact duplicates (``exact_duplicate_findings``: data/duplicates.py,
+alone, and exact duplicates (``exact_duplicate_findings``: data/files/duplicates.py,
 the check of every training start). Near duplicates,
 label issues and outliers need a network's embeddings: those of the pretrained
 weights the config names (``model.pretrained_weights``), or of a trained
@@ -22,13 +22,18 @@ import torch
 from torch import nn
 from torchvision import datasets
 
-from ..core.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
-from ..core.device import configure_backends, resolve_precision, select_device
-from ..core.errors import UserError
-from ..core.progress import tracked
-from ..data.bad_files import listing
-from ..data.duplicates import DuplicateGroup
-from ..data.findings import (
+from ...core.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
+from ...core.device import configure_backends, resolve_precision, select_device
+from ...core.errors import UserError
+from ...core.progress import tracked
+from ...data import DuplicateGroup, build_loader, build_transform, checked_splits, listing
+from ...models.classifier import build_model
+from ...models.embeddings import embed, without_head
+from ...models.preprocessing import with_preprocessing
+from ...models.weights import resolve_weights
+from ...training.inference import load_trained
+from .audit_report import save_pictures, summary_table, write_arrays
+from .findings import (
     FILES,
     AuditFiles,
     Finding,
@@ -36,15 +41,7 @@ from ..data.findings import (
     near_duplicates,
     write_csv,
 )
-from ..data.folders import build_transform, checked_splits
-from ..data.loaders import build_loader
-from ..data.near_copies import Thumbnails, thumbnails
-from ..models.classifier import build_model
-from ..models.embeddings import embed, without_head
-from ..models.preprocessing import with_preprocessing
-from ..models.weights import resolve_weights
-from ..training.inference import load_trained
-from .audit_report import save_pictures, summary_table, write_arrays
+from .near_copies import Thumbnails, thumbnails
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +124,7 @@ def audit_setup(
 
 def cleanlab_first() -> None:
     """The audit extra, asked before minutes of embedding: missing, it is one line."""
-    from ..data.label_checks import cleanlab_installed
+    from .label_checks import cleanlab_installed
 
     cleanlab_installed()
 
@@ -142,8 +139,8 @@ def pretrained_embedder(model_cfg: ModelConfig, train: TrainConfig, image_size: 
 
 
 def exact_duplicate_findings(groups: list[DuplicateGroup]) -> list[Finding]:
-    """Files with the same bytes or pixels, from data/duplicates.py: the check every training start makes, from the
-    same file index (after a start, no unchanged file is read again). One row a copy; ``duplicate_of`` is its
+    """Files with the same bytes or pixels, from data/files/duplicates.py: the check every training start makes, from
+    the same file index (after a start, no unchanged file is read again). One row a copy; ``duplicate_of`` is its
     group's first file (train/, else val/, else test/, by path: the one ``data.duplicates: drop`` keeps)."""
     return [
         Finding(
@@ -198,7 +195,7 @@ def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: Tr
 
 def pixel_thumbnails(audited: Audited, show: bool) -> Thumbnails:
     """Every file's small grey thumbnails for the near-copy check, decoded as the split's dataset decodes it (the
-    decode contract, ``data/decode.py``; a packed split from its shards)."""
+    decode contract, ``data/decoding/decode.py``; a packed split from its shards)."""
     images = (dataset.loader(path) for dataset in audited.sets.values() for path, _ in dataset.samples)
     return thumbnails(tracked(images, "audit: thumbnails", len(audited.files), show))
 
@@ -213,7 +210,7 @@ def model_checks(
 ) -> list[str]:
     """Near duplicates, label issues and outliers from the embeddings, into ``found``; the arrays written for
     whoever wants to look further (benchmarks/data_audit.py). Returns what to say about what was left out."""
-    from ..data.label_checks import label_issues, outliers
+    from .label_checks import label_issues, outliers
 
     data, train = sections
     plain = embeddings(embedder, audited, data, train)

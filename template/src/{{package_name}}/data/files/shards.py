@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from ..core.errors import UserError
+from ...core.errors import UserError
+from ..decoding.decode import ImageFiles
 from .bad_files import Checked
-from .decode import ImageFiles
 
 MANIFEST = "shards.json"
 FORMAT = "torch-scaffold shards"  # what a manifest says it is: a foreign shards.json is refused by it

@@ -54,7 +54,7 @@ class DecodeRace:
         """What the start-up line says of it."""
         if self.files < MIN_FILES:
             found = f"{self.files} of the files sampled are ones" if self.files else "none of the files sampled is one"
-            return f"{found} nvJPEG takes (data/gpu_decode.py, nvjpeg_reads), fewer than {MIN_FILES} to time"
+            return f"{found} nvJPEG takes (data/loading/gpu_decode.py, nvjpeg_reads), fewer than {MIN_FILES} to time"
         if self.refused:
             return f"nvJPEG refused a sampled file at start ({self.refused})"
         workers = f"{self.workers} loader worker{'s' * (self.workers != 1)}" if self.workers else "the main process"

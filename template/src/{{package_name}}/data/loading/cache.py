@@ -22,9 +22,9 @@ from torch.utils.data import Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from ..core.config import DataConfig
-from ..core.errors import UserError
-from ..core.progress import tracked
+from ...core.config import DataConfig
+from ...core.errors import UserError
+from ...core.progress import tracked
 from .store import CacheKey, CacheStore, MappedBlock, Stored
 
 MEMORY_SHARE = 0.5  # of the machine's memory, at most
@@ -158,7 +158,9 @@ class MemoryCache(Dataset):
         self.class_to_idx = folder.class_to_idx
         self.root = folder.root
         self.samples = list(folder.samples)  # the files behind the images: provenance fingerprints them
-        self.file_size = getattr(folder, "file_size", os.path.getsize)  # their sizes (a packed split: data/shards.py)
+        self.file_size = getattr(
+            folder, "file_size", os.path.getsize
+        )  # their sizes (a packed split: data/files/shards.py)
 
     def __len__(self) -> int:
         return len(self.images)

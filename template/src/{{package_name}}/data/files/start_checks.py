@@ -31,9 +31,9 @@ from pathlib import Path
 import torch.distributed as dist
 from torchvision import datasets
 
-from ..core.config import DataConfig
-from ..core.distributed import World
-from ..core.errors import UserError
+from ...core.config import DataConfig
+from ...core.distributed import World
+from ...core.errors import UserError
 from .bad_files import leave_out
 from .class_counts import check_class_count, tiny_classes_warning
 from .duplicates import CSV_NAME, DuplicateGroup, left_out, write_csv

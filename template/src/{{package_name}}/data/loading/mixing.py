@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from ..core.config import DataConfig
-from ..core.seeding import batch_seed
+from ...core.config import DataConfig
+from ...core.seeding import batch_seed
 
 
 class BatchMixer:

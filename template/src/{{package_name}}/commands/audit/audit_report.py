@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import UserError
-from ..data.findings import FILES, AuditFiles, Finding, across_splits, flagged_classes
+from ...core.errors import UserError
+from .findings import FILES, AuditFiles, Finding, across_splits, flagged_classes
 
 GRID_FILES = 24  # files drawn per picture, highest score first: the CSV lists every one
 PICTURED = ("exact_duplicate", "near_duplicate", "label_issue", "outlier")
@@ -75,7 +75,7 @@ def save_pictures(found: dict[str, list[Finding] | None], audited: Any, folder: 
     if not wanted:
         return []
     try:
-        from ..outputs.plots import plot_image_grid
+        from ...outputs.plots import plot_image_grid
 
         for kind, rows in wanted:
             shown = [cell for row in rows[:GRID_FILES] for cell in cells(row, audited, root)]

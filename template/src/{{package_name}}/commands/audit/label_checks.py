@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.optional import require
-from ..core.progress import tracked
+from ...core.optional import require
+from ...core.progress import tracked
 from .findings import AuditFiles, Finding
 
 FOLDS = 5  # folds of the cross-validation; fewer when the smallest class has fewer images

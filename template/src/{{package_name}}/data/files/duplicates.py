@@ -59,13 +59,13 @@ from typing import Any
 
 from torchvision import datasets
 
-from ..core.config import DataConfig
-from ..core.files import write_atomically
-from ..core.progress import tracked
-from . import decode  # decode.read_file: the one place a file is read (the tests count them there)
+from ...core.config import DataConfig
+from ...core.files import write_atomically
+from ...core.progress import tracked
+from ..decoding import decode
+from ..decoding.decode import square_side
 from .bad_files import READ_ERRORS, Problems, bombs_refused, reason, threads
 from .file_index import BAD, FileIndex, Found, pixel_digest, scale_of
-from .pipeline import square_side
 from .shards import is_packed, read_manifest
 
 SPLITS = ("train", "val", "test")  # a group keeps its first file in this order, then by path

@@ -26,10 +26,10 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from torchvision import datasets
 
-from ..core.errors import UserError
-from ..core.files import write_atomically
-from ..core.progress import tracked
-from . import decode  # decode.read_file: the one place a file is read (the tests count them there)
+from ...core.errors import UserError
+from ...core.files import write_atomically
+from ...core.progress import tracked
+from ..decoding import decode
 from .file_index import BAD, READ, FileIndex, Found, bytes_digest, pixel_digest
 
 # DecompressionBomb*: a header that claims more pixels than Pillow's limit (Image.MAX_IMAGE_PIXELS), the

@@ -1,0 +1,1 @@
+"""How pictures become batches: loaders, samplers, the batch path, caches and placement, GPU decoding, augmentation."""
