@@ -581,3 +581,47 @@ def test_the_templates_gpu_suite_is_green_on_any_gpu_count(project: Path, tmp_pa
     report = fake_gpu_suite(tmp_path, gpus, REPO, project, "tests/test_gpu.py")
     assert [test["runs"] for test in report["tests"].values()] != [[]], report  # its training command was seen
     assert violations(report) == []
+
+
+def test_a_torchcodec_that_cannot_decode_on_the_gpu_is_taken_from_pytorchs_cuda_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 57: where the registry's TorchCodec cannot decode on the GPU (built without nvJPEG for this CUDA), the
+    environment takes it from PyTorch's index for this torch's CUDA version and says which it took and why; where
+    the registry's decodes, or TORCHCODEC_INDEX names an index, it stays, and nothing is probed twice."""
+    check = load("check")
+    installs: list[tuple[str, ...]] = []
+    failures = ["RuntimeError: nvJPEG not available", None]  # the registry's build, then PyTorch's
+
+    class Run:
+        shell = types.SimpleNamespace(dry=False)
+        python = Path(sys.executable)
+
+        def pip(self, *args: str) -> int:
+            installs.append(args)
+            return 0
+
+    monkeypatch.setattr(check, "probe", lambda python, shell, torchcodec=False: {"torchcodec_failure": failures.pop(0)})
+    monkeypatch.delenv("TORCHCODEC_INDEX", raising=False)
+    code, said = check.torchcodec_that_decodes(Run(), "torchcodec==0.17.0", "12.8")  # type: ignore[arg-type]
+    assert code == 0 and installs[-1][-3:] == (
+        "--index-url",
+        "https://download.pytorch.org/whl/cu128",
+        "torchcodec==0.17.0",
+    )
+    assert said == (
+        "torchcodec==0.17.0 from https://download.pytorch.org/whl/cu128, as the registry's cannot decode on the GPU "
+        "(RuntimeError: nvJPEG not available)"
+    )
+    installs.clear()
+    failures[:] = [None]  # the registry's decodes: kept
+    assert check.torchcodec_that_decodes(Run(), "torchcodec==0.17.0", "12.8") == (
+        0,
+        "torchcodec==0.17.0 from the registry",
+    )  # type: ignore[arg-type]
+    assert len(installs) == 1 and not failures
+    monkeypatch.setenv("TORCHCODEC_INDEX", "https://example.invalid/simple")  # the user's index: taken as it is
+    assert check.torchcodec_that_decodes(Run(), "torchcodec==0.17.0", "12.8")[1].endswith(
+        "https://example.invalid/simple"
+    )  # type: ignore[arg-type]
+    assert check.pytorch_index(None) is None and check.pytorch_index("13.0").endswith("/cu130")

@@ -62,6 +62,8 @@ WHEELS = REPO / ".wheels"
 OUT = REPO / ".bench" / "gpu-check"
 # Seconds a step may take before it counts as hung and is ended: far above the estimates in README.md
 # ("On a GPU machine"), so a slow machine is never cut short; a hang must not eat a lent GPU's minutes.
+# PyTorch's own wheel index, by CUDA tag (cu128): its TorchCodec wheels decode with nvJPEG for that CUDA version.
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{tag}"
 HANG_S = {"environment": 1200, "project": 900, "suite": 1800, "ddp": 600, "benchmark": 1200}
 MAX_DDP_PROCESSES = 8  # the DDP job's processes: one a GPU, as on one node of 8
 # The batch stream each forced path of the benchmark must have run through (throughput.py records ``ran_on``).
@@ -73,7 +75,7 @@ TEMPLATE_INPUTS = ("template", "copier.yml", "PRACTICES.md")
 SWITCH = {"TORCH_SCAFFOLD_GPU_CHECK": "1", "TORCH_SCAFFOLD_REQUIRE_NVJPEG": "1"}
 # TorchCodec's image decoders (0.16 and later: the decode extra's floor) are built against torch's stable ABI as of
 # torch 2.11 and load with it and every later torch; no TorchCodec with an image decoder loads with an older one
-# (each earlier release was built for one torch minor). The generated package says the same (data/codec.py).
+# (each earlier release was built for one torch minor). The generated package says the same (data/decoding/codec.py).
 CODEC_TORCH = (2, 11)
 # What the generated tests skip with where TorchCodec cannot decode (their conftest's NEEDS_TORCHCODEC).
 NEEDS_TORCHCODEC = "needs TorchCodec (the decode extra)"
@@ -182,9 +184,10 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-def probe(python: Path | str, shell: Shell, nvjpeg: bool = False) -> dict:
+def probe(python: Path | str, shell: Shell, nvjpeg: bool = False, torchcodec: bool = False) -> dict:
     """tests/gpu/probe.py's facts for that Python (its torch, the GPUs, why not), or a refusal if it breaks."""
     argv = [str(python), str(REPO / "tests" / "gpu" / "probe.py"), *(["--nvjpeg", PACKAGE] if nvjpeg else [])]
+    argv += ["--torchcodec"] if torchcodec else []
     if shell.dry:
         print(f"$ {shlex.join(argv)}".replace(f"{REPO}/", ""), flush=True)
         return {}
@@ -329,15 +332,39 @@ def environment(check: Check, row: Row) -> None:
         codec_code = check.pip("--no-index", "--no-deps", "--find-links", str(WHEELS), "torchcodec")
         codec = f"TorchCodec from {WHEELS.name}/"
     else:
-        index = os.environ.get("TORCHCODEC_INDEX", "")
-        codec_code = check.pip("--no-deps", *(["--index-url", index] if index else []), request)
-        codec = f"{request} from {index or 'the registry'}"
+        codec_code, codec = torchcodec_that_decodes(check, request, system_torch[1])
     if request is not None:
         check.codec_installed = codec_code == 0
         codec += "" if codec_code == 0 else " FAILED (the nvJPEG tests will fail)"
     used = f"system torch {system_torch[0]}" if system_torch[1] else "torch from the registry"
     row.status = "ok" if not any([*codes, codec_code]) else "FAILED"
     row.detail = f"{VENV.name}: {used}; {codec}"
+
+
+def pytorch_index(cuda: str | None) -> str | None:
+    """PyTorch's wheel index for a CUDA version (12.8: ``.../cu128``), whose TorchCodec is built with nvJPEG for it;
+    None for a CPU torch."""
+    return PYTORCH_INDEX.format(tag="cu" + cuda.replace(".", "")) if cuda else None
+
+
+def torchcodec_that_decodes(check: Check, request: str, cuda: str | None) -> tuple[int, str]:
+    """``request`` from ``TORCHCODEC_INDEX`` where set, else from the registry; where the registry's build cannot
+    decode on the GPU (a build without nvJPEG for this CUDA), from PyTorch's index for this torch's CUDA version.
+    (pip's exit status, the line that says which it took and why)."""
+    index = os.environ.get("TORCHCODEC_INDEX", "")
+    code = check.pip("--no-deps", *(["--index-url", index] if index else []), request)
+    said = f"{request} from {index or 'the registry'}"
+    if code or index or check.shell.dry:
+        return code, said
+    facts = probe(check.python, check.shell, torchcodec=True)
+    failure = facts.get("torchcodec_failure")
+    fallback = pytorch_index(cuda or facts.get("cuda"))
+    if not failure or fallback is None:
+        return code, said
+    code = check.pip("--no-deps", "--force-reinstall", "--index-url", fallback, request)
+    after = None if code else probe(check.python, check.shell, torchcodec=True).get("torchcodec_failure")
+    still = f"; it cannot decode either: {after}" if after else ""
+    return code, f"{request} from {fallback}, as the registry's cannot decode on the GPU ({failure}){still}"
 
 
 def see_this_pythons_packages(venv_python: Path) -> None:

@@ -4,10 +4,11 @@ check.py runs it with the system's Python first and, when it had to install torc
 each Python its own torch. ``refused`` is None when a kernel ran and finished on cuda:0, else the one line
 that says why not: a CPU-only build, ``torch.cuda.is_available()`` false (torch's own warning says why: a
 driver older than the build's CUDA, say), or the driver refusing the device at the first kernel (a build
-without this GPU's architecture). ``--nvjpeg PACKAGE`` adds whether the generated project's nvJPEG path
-decodes a JPEG on cuda:0 (``PACKAGE.data.loading.gpu_decode.cuda_decode_failure``).
+without this GPU's architecture). ``--torchcodec`` adds whether TorchCodec's nvJPEG (``decode_jpeg``) decodes a JPEG
+on cuda:0, before any project is installed. ``--nvjpeg PACKAGE`` adds whether the generated project's nvJPEG path
+decodes a JPEG on cuda:0 (``PACKAGE.data.gpu_decode.cuda_decode_failure``).
 
-    python tests/gpu/probe.py [--nvjpeg PACKAGE]
+    python tests/gpu/probe.py [--torchcodec] [--nvjpeg PACKAGE]
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def cuda_facts(torch: Any) -> dict[str, Any]:
     }
 
 
+def torchcodec_failure(torch: Any) -> str | None:
+    """Why TorchCodec's ``decode_jpeg`` cannot decode a small JPEG on cuda:0, in one line; None where it can."""
+    import io
+
+    try:
+        from PIL import Image
+        from torchcodec.decoders import decode_jpeg
+
+        buffer = io.BytesIO()
+        Image.new("RGB", (16, 16), (200, 30, 30)).save(buffer, "JPEG")
+        data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+        decoded = decode_jpeg([data], mode="RGB", device="cuda:0")
+    except Exception as error:  # ImportError, a missing symbol, a CUDA or nvJPEG error: each is why
+        return f"{type(error).__name__}: {first_line(str(error), 'no message')}"
+    return None if decoded[0].is_cuda else "decode_jpeg returned the image on the CPU"
+
+
 def nvjpeg_failure(torch: Any, package: str) -> str | None:
     """The generated project's own probe: why its nvJPEG path cannot decode on cuda:0, or None."""
     gpu_decode = importlib.import_module(f"{package}.data.loading.gpu_decode")
@@ -60,6 +78,7 @@ def nvjpeg_failure(torch: Any, package: str) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torchcodec", action="store_true", help="also probe TorchCodec's decode_jpeg on cuda:0")
     parser.add_argument("--nvjpeg", metavar="PACKAGE", help="also probe this generated package's nvJPEG decoding")
     args = parser.parse_args()
     try:
@@ -68,6 +87,8 @@ def main() -> None:
         print(json.dumps({"torch": None, "gpus": 0, "refused": f"no torch in this Python ({error})"}))
         return
     facts = cuda_facts(torch)
+    if args.torchcodec and facts["refused"] is None:
+        facts["torchcodec_failure"] = torchcodec_failure(torch)
     if args.nvjpeg and facts["refused"] is None:
         facts["nvjpeg_failure"] = nvjpeg_failure(torch, args.nvjpeg)
     print(json.dumps(facts))
