@@ -187,6 +187,15 @@ def split_files(flat: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]
     return list(torch.split(flat, lengths.tolist()))
 
 
+def on_side_stream(images: list[torch.Tensor], stream: Any) -> list[torch.Tensor]:
+    """nvJPEG's images, each recorded as ``stream``'s (None: the CPU, nothing to record): the allocator then keeps
+    its block until the work ``stream`` has queued on it is done, whichever stream the decoder allocated it on."""
+    if stream is not None:
+        for image in images:
+            image.record_stream(stream)
+    return images
+
+
 def squares_of(images: list[torch.Tensor], side: int) -> torch.Tensor:
     """``square`` of every image, stacked in order: one resize call per distinct size (not one per image), each
     on at most ``RESIZE_BYTES`` of images in float32 (the resize's own cast), so memory stays bounded."""
@@ -234,18 +243,20 @@ class GpuDecoded(Prefetched):
     def send(self, batch: Batch, stream: Any) -> Batch:
         """Queue the batch's decode (one nvJPEG call), resizes and copies on the side stream, in the batch's order.
 
-        Safe for the caching allocator without ``record_stream`` here: it hands a freed block only to later work on
-        the stream that allocated it, and every tensor made here is made on the side stream and, but for what is
-        returned, read there alone and freed: nvJPEG's images (TorchCodec decodes on the current stream, allocates
-        its outputs there and synchronizes it before it returns), their resize, the CPU's squares and the order
-        copied over. What is returned, the compute stream reads: ``handed_over`` makes it wait for the side stream
-        and records each tensor as the compute stream's (test_prefetch.py proves both with the streams faked).
+        The caching allocator hands a freed block only to later work on the stream that allocated it. Every
+        tensor made here is made on the side stream and, but for what is returned, read there alone and freed:
+        their resize, the CPU's squares and the order copied over. nvJPEG's images are recorded as the side
+        stream's (``on_side_stream``): a decoder may allocate them on a stream of its own, as torchvision's nvJPEG
+        decoder does, which would free them for its next decode while the side stream still resizes them. What is
+        returned, the compute stream reads: ``handed_over`` makes it wait for the side stream and records each
+        tensor as the compute stream's (test_prefetch.py proves all three with the streams faked).
         """
         flat, lengths, on_device, host, labels, indices, order = batch
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             parts = []  # nvJPEG's squares, then those decoded on the CPU
             if len(lengths):
-                parts.append(squares_of(self.decoded(split_files(flat, lengths), indices[on_device]), self.side))
+                images = on_side_stream(self.decoded(split_files(flat, lengths), indices[on_device]), stream)
+                parts.append(squares_of(images, self.side))
             if len(host):
                 parts.append(host.to(self.device, non_blocking=True))
             # The order, as the squares and labels, from the pinned memory of the loader's batch.
