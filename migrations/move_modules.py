@@ -358,6 +358,9 @@ def stage_moves(release: Release, package_dir: Path, unmerged: set[str]) -> None
         before, moved_to = package_dir / old, package_dir / new
         if before.exists() or not moved_to.is_file() or str(moved_to) in unmerged:
             continue  # not moved here (a file the user kept at the old path, or one the new layout lacks)
+        committed = subprocess.run(["git", "cat-file", "-e", f"HEAD:{before.as_posix()}"], capture_output=True)
+        if committed.returncode != 0:
+            continue  # the project never had it: a new file of the template's, left as copier leaves new files
         git("rm", "--quiet", "--cached", "--ignore-unmatch", "--", str(before))
         git("add", "--", str(moved_to))
 
