@@ -42,6 +42,7 @@ TORCHCODEC = {
 STABLE_ABI = ((0, 12), (2, 11))  # TorchCodec from this release on loads with torch from this one on
 IMAGE_DECODERS = "0.16"  # the first TorchCodec with image decoders: the decode extra's floor (data/codec.py)
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
+BUILDS = re.compile(r"cpu|cu\d+|rocm[\d.]+|xpu")  # the builds PyTorch's index names (its folders: whl/cu130, ...)
 PYPI = "https://pypi.org/simple"
 # torch's words when torchvision's compiled operators did not load with this torch (torchvision/_meta_registrations.py)
 NO_OPERATOR = re.compile(r"operator torchvision::\w+ does not exist")
@@ -105,10 +106,10 @@ def installed() -> Installed:
     return Installed(spelled_version("torch"), spelled_version("torchvision"), spelled_version("torchcodec"))
 
 
-def torchvision_for(torch: str) -> tuple[int, int]:
-    """The torchvision release that goes with this torch (its table, then its rule)."""
+def torchvision_for(torch: str) -> tuple[int, int] | None:
+    """The torchvision release that goes with this torch (its table, then its rule); None for a torch neither knows."""
     major, minor = release(torch)
-    return TORCHVISION.get((major, minor), (0, minor + 15) if major == 2 else (0, 0))
+    return TORCHVISION.get((major, minor), (0, minor + 15) if major == 2 else None)
 
 
 def torchcodec_goes_with(torchcodec: str, torch: str) -> bool:
@@ -129,8 +130,10 @@ def torchcodec_for(torch: str) -> str:
 
 
 def different_builds(one: str, other: str) -> bool:
-    """Two builds that cannot go together: both named, and not the same (a version without one says nothing)."""
-    return bool(build(one)) and bool(build(other)) and build(one) != build(other)
+    """Two builds that cannot go together: both named as PyTorch's indexes name them, and not the same (a version
+    without one, or a build from source, ``+git1a2b3c``, says nothing)."""
+    named = [build(version) for version in (one, other) if BUILDS.fullmatch(build(version))]
+    return len(named) == 2 and named[0] != named[1]
 
 
 def torchvision_problem(found: Installed) -> str | None:
@@ -139,7 +142,7 @@ def torchvision_problem(found: Installed) -> str | None:
     if torch is None or vision is None:
         return None
     wanted = torchvision_for(torch)
-    if release(vision) != wanted:
+    if wanted is not None and release(vision) != wanted:
         return (
             f"torch {torch} and torchvision {vision} do not go together (torch {'.'.join(map(str, release(torch)))} "
             f"goes with torchvision {'.'.join(map(str, wanted))}, torchvision's table)"
@@ -171,7 +174,7 @@ def torchcodec_problem(found: Installed, builds: bool = True) -> str | None:
 def index_for(torch: str) -> str:
     """The one index that has torch's build and the packages built for it: PyTorch's for a named build, else PyPI."""
     tag = build(torch)
-    return f"{PYTORCH_INDEX}/{tag}" if tag else PYPI
+    return f"{PYTORCH_INDEX}/{tag}" if BUILDS.fullmatch(tag) else PYPI
 
 
 def matching_set(found: Installed, replace: list[str]) -> str:
@@ -179,8 +182,9 @@ def matching_set(found: Installed, replace: list[str]) -> str:
     from torch's own index: torch is named at its version, so pip keeps it as it is."""
     torch = found.torch or ""
     public = torch.split("+")[0]
+    vision = torchvision_for(torch)
     wanted = {
-        "torchvision": f"torchvision=={'.'.join(map(str, torchvision_for(torch)))}.*",
+        "torchvision": f"torchvision=={'.'.join(map(str, vision))}.*" if vision else "torchvision",
         "torchcodec": torchcodec_for(torch),
     }
     named = " ".join(f'"{wanted[name]}"' for name in replace)
