@@ -35,7 +35,9 @@ user owns (``extensions.py``: ``_skip_if_exists``) is not merged: the user's
 version replaces the template's at the new path, as copier never overwrites
 it. A file the template renders (``project_defaults.yaml``, from the answers)
 is compared in ``before`` with the old template rendered with the old answers:
-it is kept aside, and named as edited, only where the user changed it.
+it is kept aside, and named as edited, only where the user changed it. Last,
+every move of the release is staged as ``git mv`` stages one (``stage_moves``):
+``git status`` lists it as renamed, edited or not.
 
 Usage: python move_modules.py before|after TEMPLATE_DIR VERSION_FROM RELEASE
 (the package's name is read from the project's ``.copier-answers.yml``:
@@ -351,20 +353,37 @@ def old_rendered(template: Path, version_from: str, answers: Path, dest: Path, p
 
 def after(template: Path, version_from: str, name: str) -> None:
     stash = stash_root() / name
-    if not (stash / "moves.json").is_file():
-        return
     conflicts = []
-    for key, entry in json.loads((stash / "moves.json").read_text()).items():
-        mine, base, path = stash / f"{key}.mine", stash / f"{key}.base", Path(str(entry["target"]))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if entry["owned"] or not path.is_file() or not base.is_file():
-            shutil.copyfile(mine, path)  # the user's own file, or nothing to merge with: the user's version, moved
-            continue
-        if merge_into(path, mine, base):
-            conflicts.append(str(path))
-    shutil.rmtree(stash)
+    if (stash / "moves.json").is_file():
+        for key, entry in json.loads((stash / "moves.json").read_text()).items():
+            mine, base, path = stash / f"{key}.mine", stash / f"{key}.base", Path(str(entry["target"]))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if entry["owned"] or not path.is_file() or not base.is_file():
+                shutil.copyfile(mine, path)  # the user's own file, or nothing to merge with: the user's version, moved
+                continue
+            if merge_into(path, mine, base):
+                conflicts.append(str(path))
+        shutil.rmtree(stash)
+    stage_moves(RELEASES[name], Path("src") / answered_package(), set(conflicts))
     if conflicts:
         print(f"moved files with conflicts to resolve: {', '.join(conflicts)}")
+
+
+def stage_moves(release: Release, package_dir: Path, unmerged: set[str]) -> None:
+    """Each move in git's index as ``git mv`` would leave it: the old path removed, the new one added, so that
+    ``git status`` shows a rename (not a staged deletion beside an untracked file) and ``git diff --staged -M`` the
+    edits it carries. A file with a conflict keeps its unmerged stages: adding it would mark it resolved."""
+    if git("rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
+        return  # not a git repository: nothing to stage
+    for old, new, _, _ in release.paths():
+        before, moved_to = package_dir / old, package_dir / new
+        if before.exists() or not moved_to.is_file() or str(moved_to) in unmerged:
+            continue  # not moved here (a file the user kept at the old path, or one the new layout lacks)
+        committed = subprocess.run(["git", "cat-file", "-e", f"HEAD:{before.as_posix()}"], capture_output=True)
+        if committed.returncode != 0:
+            continue  # the project never had it: a new file of the template's, left as copier leaves new files
+        git("rm", "--quiet", "--cached", "--ignore-unmatch", "--", str(before))
+        git("add", "--", str(moved_to))
 
 
 def merge_into(path: Path, mine: Path, base: Path) -> bool:

@@ -45,8 +45,30 @@ def test_the_readme_gives_the_workflows_cpu_only_install_as_one_line(project: Pa
     """A CPU-only machine installs as CI does: PyTorch's CPU wheels, then the project (the README's Install)."""
     install = (project / "README.md").read_text().split("\n### 1. Install\n", 1)[1].split("\n### ", 1)[0]
     (line,) = [line for line in install.splitlines() if "download.pytorch.org/whl/cpu" in line]
-    ci = [line for line in commands(project) if "pip install" in line and "--upgrade pip" not in line]
+    (step,) = [step for step in steps(project) if "download.pytorch.org/whl/cpu" in step.get("run", "")]
+    ci = [line.strip() for line in step["run"].splitlines() if line.strip() and "--upgrade pip" not in line]
     assert line.split(" && ") == ci
+
+
+def test_the_cpu_only_install_takes_torch_torchvision_and_torchcodec_from_one_index_and_holds_them(
+    project: Path,
+) -> None:
+    """Issue 59: a CPU-only torch beside PyPI's CUDA torchvision cannot be imported. The three come from one index,
+    and the project's own install (from PyPI) is held to those builds by a constraint pip reads from pip freeze."""
+    (step,) = [step for step in steps(project) if "download.pytorch.org/whl/cpu" in step.get("run", "")]
+    lines = [line.strip() for line in step["run"].splitlines() if line.strip() and "--upgrade pip" not in line]
+    assert (
+        lines[0]
+        == "python -m pip install torch torchvision torchcodec --index-url https://download.pytorch.org/whl/cpu"
+    )
+    assert lines[1].startswith("python -m pip freeze | grep ") and lines[1].endswith("> torch-build.txt")
+    assert lines[2] == 'python -m pip install -e ".[dev]" --constraint torch-build.txt'
+    assert not any("--extra-index-url" in line for line in lines)  # a second index is what let pip mix builds
+    frozen = "torch==2.13.0+cpu\ntorchvision==0.28.0+cpu\ntorchcodec==0.11.0+cpu\ntorch-fidelity==0.3.0\nnumpy==2.4.6\n"
+    kept = subprocess.run(lines[1].split(" > ")[0].split(" | ", 1)[1], shell=True, input=frozen, capture_output=True,
+                          text=True).stdout  # fmt: skip
+    assert kept.split() == ["torch==2.13.0+cpu", "torchvision==0.28.0+cpu", "torchcodec==0.11.0+cpu"]
+    assert "torch-build.txt" in (project / ".gitignore").read_text().split()
 
 
 def test_workflow_lint_commands_pass_on_the_generated_project(project: Path) -> None:

@@ -129,6 +129,18 @@ def test_readmes_tell_project_owners_to_read_the_changelog_before_updating(proje
     assert "[What `copier update` touches](docs/updating.md)" in (project / "README.md").read_text()
 
 
+def test_the_readme_and_updating_md_agree_that_one_update_crosses_the_moves(project: Path) -> None:
+    """Issue 59: the README said to update across v0.10.0 in two steps, the project's docs/updating.md in one.
+    tests/test_update_move_0_10.py shows one update crossing v0.10.0, and v0.2.0 with it: both say so."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    updating = " ".join((project / "docs" / "updating.md").read_text().split())
+    assert "A project crosses a move in one update, from any earlier release and across both moves at once" in readme
+    assert "One update crosses them, from any earlier version and across both at once" in updating
+    for text in (readme, updating):
+        assert "--vcs-ref v0.10.0" not in text and "--vcs-ref v0.2.0" not in text
+        assert "lists every moved file as renamed" in text or "lists each moved file as renamed" in text
+
+
 TREE_HEADING = "## What a generated project contains"
 # A file named in an entry's description (`decode.py`, `recipes/strong.yaml`): it must exist too.
 NAMED_FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:py|yaml|yml|sbatch))\b")

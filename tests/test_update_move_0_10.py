@@ -162,6 +162,21 @@ def test_every_edit_reaches_the_new_path_and_nothing_stays_behind(moved: Moved) 
     assert sorted(p.name for p in src.iterdir() if p.name != "__pycache__") == sorted(names)
 
 
+def renames(project: Path) -> dict[str, str]:
+    """What ``git status`` shows as renamed in the index: old path -> new path."""
+    status = git(project, "status", "--porcelain", "--untracked-files=all")
+    return dict(line[3:].split(" -> ") for line in status.splitlines() if line.startswith("R"))
+
+
+def test_git_status_shows_each_move_as_a_rename(moved: Moved) -> None:
+    """Issue 59: after the update, ``git status`` showed the old extensions.py deleted and staged beside an
+    untracked models/extensions.py. Each move is staged as ``git mv`` stages one."""
+    _, _, project, _, _ = moved
+    assert renames(project) == {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}
+    untracked = [line for line in git(project, "status", "--porcelain").splitlines() if line.startswith("??")]
+    assert not [line for line in untracked if any(new in line for _, new in MOVED)], untracked
+
+
 def test_the_moved_project_passes_its_tests(moved: Moved) -> None:
     _, _, project, _, _ = moved
     # The user's test, the layout and import-direction checks, the answers' defaults (read from core/), the
@@ -186,6 +201,8 @@ def test_an_unedited_project_gets_the_new_layout(moved: Moved, tmp_path: Path) -
     for old, new in MOVED:
         assert not (project / SRC / old).exists(), old
         assert (project / SRC / new).read_text() == (fresh / SRC / new).read_text(), new
+    # copier removed and wrote these files itself: staged as renames all the same
+    assert renames(project) == {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}
 
 
 # In data.py before v0.2.0 (data/folders.py since): a function of the user's that imports from extensions.py.
@@ -223,3 +240,6 @@ def test_an_update_from_before_the_first_move_crosses_both(moved: Moved, tmp_pat
     assert OUR_DATA_FUNCTION.replace("from .extensions", "from ..models.extensions").strip() in folders
     assert "\nfrom ..models import extensions\n" in folders  # the template's own import, merged
     assert (src / "models" / "extensions.py").read_text() == extensions
+    assert renames(project)[f"{SRC}/extensions.py"] == f"{SRC}/models/extensions.py"
+    unmerged = git(project, "diff", "--name-only", "--diff-filter=U").split()
+    assert unmerged == [f"{SRC}/data/folders.py"] if conflict_markers(project) else not unmerged  # still to resolve

@@ -16,6 +16,7 @@ from typing import Any
 
 from .core.arguments import DEFAULT_CONFIG, add_config_options, add_train_options, parse_arguments
 from .core.errors import UserError
+from .core.libraries import check_libraries, import_failure
 from .training.preemption import EXIT_PREEMPTED, Preempted
 
 
@@ -277,7 +278,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+WITHOUT_TORCH = {"sample-data"}  # the commands that never import torch: no need for a matching torchvision
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.command not in WITHOUT_TORCH:
+        check_libraries()  # torch and torchvision as one set, read from their files before either is imported
     return COMMANDS[args.command](args)
 
 
@@ -315,6 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         rank = f"rank {os.environ['RANK']}: " if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
         print(f"error: {rank}{one_line(exc)}", file=sys.stderr)  # under torchrun: which process says it
+        return 2
+    except RuntimeError as error:
+        said = None if args.debug else import_failure(error)  # torchvision's operators missing: another torch's build
+        if said is None:
+            raise
+        print(f"error: {said}", file=sys.stderr)
         return 2
     except Preempted as stop:
         stop.report()

@@ -65,13 +65,25 @@ class LogLines:
     def say(self, now: float, end: str) -> None:
         seconds = max(now - self.started, 1e-9)
         of = f"/{self.total:,}" if self.total is not None else ""
-        rate = self.count / seconds
+        rate = rate_said(self.count, seconds, self.unit)
         print(
-            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate:,.0f} {self.unit}/s){end}",
+            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate}){end}",
             file=sys.stderr,
             flush=True,
         )
         self.shown = True
+
+
+# The units the phases count in, one of each: a rate below one a second is said as seconds for one.
+ONE = {"batches": "a batch", "files": "a file", "images": "an image", "folds": "a fold"}
+
+
+def rate_said(count: int, seconds: float, unit: str) -> str:
+    """``1,234 files/s``; below one a second, ``2.8 s a batch`` (not ``0 batches/s``)."""
+    rate = count / max(seconds, 1e-9)
+    if count and rate < 1:
+        return f"{seconds / count:.1f} s {ONE.get(unit, f'a {unit}')}"
+    return f"{rate:,.0f} {unit}/s"
 
 
 def bar(items: Iterable[Any], what: str, show: bool) -> Iterable[Any]:

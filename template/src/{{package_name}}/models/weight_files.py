@@ -4,7 +4,9 @@ Each kind of file says where it is (``find``: no network), and ``fetch``
 downloads it into its library's own cache where a network is reachable.
 Without one, ``fetch`` ends in one line that names the file, where to fetch
 it on a machine with network and where to put it here: never a traceback,
-never a silent random start. ``HF_HUB_OFFLINE=1`` (Hugging Face's switch,
+never a silent random start. Before a Hugging Face download, one connection
+is tried with a short timeout (``unreachable``): without a network that is the
+line, at once, not huggingface_hub's five retries. ``HF_HUB_OFFLINE=1`` (Hugging Face's switch,
 which timm obeys) turns downloads off for torch.hub too: the tests set it,
 and so may a cluster whose nodes have no network.
 """
@@ -17,6 +19,7 @@ import hashlib
 import http.client
 import os
 import socket
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,7 @@ import torch
 from ..core.errors import UserError
 
 SOCKET_TIMEOUT_S = 30.0  # a download that stalls this long fails with its reason instead of hanging
+PROBE_TIMEOUT_S = 5.0  # the one connection tried before a Hugging Face download: no answer by then is no network
 OFF = {"1", "ON", "YES", "TRUE"}  # the values huggingface_hub reads as true
 
 
@@ -59,6 +63,33 @@ def socket_timeout(seconds: float) -> Iterator[None]:
         yield
     finally:
         socket.setdefaulttimeout(previous)
+
+
+def hub_endpoint() -> str:
+    """Where huggingface_hub downloads from: ``HF_ENDPOINT`` (a mirror), else huggingface.co."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def unreachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """'' where a connection to ``url``'s host (or the proxy that reaches it) opens within ``timeout``; else why not.
+
+    One attempt, before huggingface_hub's own: without a network it retries five times with growing waits (half a
+    minute, a warning line each) before its error; this says it in one line, at once.
+    """
+    parts = urlparse(url)
+    target = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(target[0]):  # the proxy is what a download connects to
+        via = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+        target = via.hostname or "", via.port or 80
+    try:
+        socket.create_connection(target, timeout=timeout).close()
+    except OSError as exc:  # name resolution, refused, unreachable network, timeout
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return f"cannot reach {target[0]}:{target[1]} ({reason})"
+    return ""
 
 
 def cannot_download(what: str, missing: str, why: str, fix: str) -> UserError:
@@ -145,7 +176,7 @@ class HubFile:
         found = self.find()
         if found is not None:
             return found
-        why = "downloads are off: HF_HUB_OFFLINE is set" if downloads_off() else ""
+        why = "downloads are off: HF_HUB_OFFLINE is set" if downloads_off() else unreachable(hub_endpoint())
         for filename in self.filenames if not why else ():
             path, why, absent = self.download(filename)
             if path is not None:

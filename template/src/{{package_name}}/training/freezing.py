@@ -27,6 +27,18 @@ def set_frozen(model: nn.Module, frozen: bool) -> bool:
     return True
 
 
+def unfreezing_said(cfg: ModelConfig, epoch: int, scale: float, resumed_inside: bool = False) -> str:
+    """The line said where the backbone starts training in this process: at ``model.unfreeze_at_epoch``, or on a
+    resume past it (or inside it), where it has trained since that epoch, not from the one resumed."""
+    start = cfg.unfreeze_at_epoch
+    if epoch == start and not resumed_inside:
+        return f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}"
+    return (
+        f"epoch {epoch} (resumed): the backbone has trained since epoch {start} (model.unfreeze_at_epoch), "
+        f"at lr x {scale}"
+    )
+
+
 def parameter_counts(model: nn.Module) -> tuple[int, int]:
     """(trainable, frozen) parameter counts."""
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

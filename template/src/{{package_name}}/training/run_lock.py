@@ -68,10 +68,7 @@ class RunLock:
             holder = written_by(handle)
             handle.close()
             if exc.errno in HELD:
-                raise UserError(
-                    f"train.out_dir {self.path.parent} is in use by a run in progress ({holder}): "
-                    "wait for it to end or stop it, or choose another train.out_dir"
-                ) from None
+                raise in_use(self.path.parent, holder) from None
             # ENOLCK, ENOSYS, EOPNOTSUPP...: NFS mounted nolock, Lustre mounted without flock, some FUSE mounts.
             raise UserError(
                 f"train.out_dir {self.path.parent} is on a file system that cannot lock files "
@@ -91,6 +88,14 @@ class RunLock:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
             self.handle = None
+
+
+def in_use(out_dir: Path, holder: str) -> UserError:
+    """The folder's lock is held: another run is writing there now."""
+    return UserError(
+        f"train.out_dir {out_dir} is in use by a run in progress ({holder}): "
+        "wait for it to end or stop it, or choose another train.out_dir"
+    )
 
 
 def claim_out_dir(out_dir: Path, lock: RunLock) -> None:

@@ -67,6 +67,21 @@ from .ema import WeightAverage
 from .engine import EpochTotals, Optimization
 
 
+def holds_a_run(out_dir: Path) -> UserError:
+    """A new run (no ``--resume``) into a folder whose ``last.pt`` is another run's: refused, never overwritten."""
+    return UserError(
+        f"{out_dir} already holds a run (last.pt): continue it with --resume auto, "
+        "or start a new one with another --set train.out_dir=DIR"
+    )
+
+
+def holds_another_run(out_dir: Path, path: Path) -> UserError:
+    """``--resume PATH`` into a folder whose ``last.pt`` is not PATH: the folder's run would be overwritten."""
+    return UserError(
+        f"{out_dir} already holds another run (last.pt): to continue from {path}, set another train.out_dir"
+    )
+
+
 @dataclass
 class Progress:
     """Where a run stands. ``RunState.restore`` returns it, ``Trainer.fit`` advances it, checkpoints save it."""
@@ -324,10 +339,7 @@ class RunState:
 
     def start_fresh(self, resume: str | None) -> None:
         if (self.out_dir / "last.pt").exists() and resume != "auto":
-            raise UserError(
-                f"{self.out_dir} already holds a run (last.pt): continue it with --resume auto, "
-                "or start a new one with another --set train.out_dir=DIR"
-            )
+            raise holds_a_run(self.out_dir)
         if resume == "auto":
             self.say(f"no checkpoint in {self.out_dir}: starting a new run")
         if self.cfg.model.init_from:
@@ -336,10 +348,7 @@ class RunState:
     def check_resumable(self, path: Path, state: dict[str, Any], resume: str | None) -> None:
         last = self.out_dir / "last.pt"
         if resume != "auto" and last.exists() and not os.path.samefile(path, last):
-            raise UserError(
-                f"{self.out_dir} already holds another run (last.pt): to continue from {path}, "
-                "set another train.out_dir"
-            )
+            raise holds_another_run(self.out_dir, path)
         if list(state["classes"]) != self.parts.classes:
             raise UserError(
                 f"{path} was trained on classes {state['classes']} but {self.cfg.data.root} has "

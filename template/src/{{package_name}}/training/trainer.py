@@ -50,7 +50,7 @@ from ..models.classifier import build_model
 from ..outputs.writers import build_outputs
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
-from .freezing import frozen_in, frozen_later, set_frozen
+from .freezing import frozen_in, frozen_later, set_frozen, unfreezing_said
 from .holdout import evaluate_when_done
 from .optim import build_optimizer, build_scheduler
 from .preemption import AgreedStop, GracefulStop, Preempted, hold_stop_signals
@@ -209,15 +209,15 @@ class Trainer:
         device, dtype = self.compute.device, self.compute.autocast_dtype
         self.wrapped = wrap_model(self.model, device, self.replicas, dtype, self.world, self.cfg.train.compile)
 
-    def freeze_for(self, epoch: int) -> None:
+    def freeze_for(self, epoch: int, resumed_inside: bool = False) -> None:
         """The backbone frozen or not as ``epoch`` asks (freezing.py); as that changes, DDP (which registers what trains
-        when made) and a compiled graph (traced frozen: no gradient for it) are made again (distributed.wrap_model)."""
+        when made) and a compiled graph (traced frozen: no gradient for it) are made again (distributed.wrap_model).
+        ``resumed_inside``: the epoch resumes after batches it trained before."""
         frozen = frozen_in(self.cfg.model, epoch)
         if not set_frozen(self.model, frozen):
             return
         if not frozen:
-            scale = self.cfg.optim.backbone_lr_scale
-            self.say(f"epoch {epoch}: the backbone trains from here on (model.unfreeze_at_epoch), at lr x {scale}")
+            self.say(unfreezing_said(self.cfg.model, epoch, self.cfg.optim.backbone_lr_scale, resumed_inside))
         if self.world.distributed or self.cfg.train.compile:
             self.wrapped = self.model  # the old DDP's gradient hooks go with it, before the new one adds its own
             gc.collect()
@@ -235,7 +235,7 @@ class Trainer:
             progress.totals = totals
             # A resumed epoch starts at the batch after the last one trained: the same data, crops and mixing.
             self.batches.set_epoch(epoch, start=totals.batches)
-            self.freeze_for(epoch)  # model.freeze_backbone, until model.unfreeze_at_epoch
+            self.freeze_for(epoch, totals.batches > 0)  # model.freeze_backbone, until model.unfreeze_at_epoch
             # P11: dropout and batch-norm statistics need train mode; the last evaluation left eval mode.
             self.wrapped.train()
             started, seen_before = time.perf_counter(), totals.seen

@@ -67,6 +67,22 @@ def cells(row: Finding, audited: Any, root: Path) -> list[tuple[Any, str]]:
     ]
 
 
+def crosses(row: Finding) -> bool:
+    """A duplicate row that pairs files of two splits (what inflates val_acc)."""
+    return row.split != row.extra.get("duplicate_split", row.split)
+
+
+def pictured(rows: list[Finding]) -> tuple[list[Finding], str]:
+    """The ``GRID_FILES`` rows a picture draws, and its title's words for them: duplicates across splits first (a
+    data set's own overlapping crops within train/ can outnumber them 19 to 1), then by score."""
+    ranked = sorted(rows, key=lambda row: (not crosses(row), -row.score))
+    shown = f"{min(len(rows), GRID_FILES)} of {len(rows)}"
+    across = sum(crosses(row) for row in rows)
+    if across and across < len(rows):
+        return ranked[:GRID_FILES], f"{shown}, the {across} across splits first, each part by score"
+    return ranked[:GRID_FILES], f"{shown}, highest score first"
+
+
 def save_pictures(found: dict[str, list[Finding] | None], audited: Any, folder: Path, root: Path) -> list[str]:
     """``<kind>.png`` beside each CSV that lists anything; without matplotlib (the plots extra), one line."""
     for kind in PICTURED:
@@ -78,9 +94,9 @@ def save_pictures(found: dict[str, list[Finding] | None], audited: Any, folder: 
         from ...outputs.plots import plot_image_grid
 
         for kind, rows in wanted:
-            shown = [cell for row in rows[:GRID_FILES] for cell in cells(row, audited, root)]
-            title = f"{FILES[kind].replace('_', ' ')}: {min(len(rows), GRID_FILES)} of {len(rows)}, highest score first"
-            plot_image_grid(shown, folder / f"{FILES[kind]}.png", title)
+            drawn, order = pictured(rows)
+            shown = [cell for row in drawn for cell in cells(row, audited, root)]
+            plot_image_grid(shown, folder / f"{FILES[kind]}.png", f"{FILES[kind].replace('_', ' ')}: {order}")
     except UserError as exc:  # the plots extra is missing: the CSVs say everything the pictures would
         return [f"no pictures: {exc}"]
     return []

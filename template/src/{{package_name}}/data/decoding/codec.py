@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from ..core import libraries
+
 IMAGE_DECODERS = "0.16"  # the first TorchCodec with decode_image and decode_jpeg (the decode extra's floor)
 IMAGE_DECODERS_TORCH = (2, 11)  # the torch its stable-ABI builds target: they load with it and every later one
 LOAD_ERRORS = (ImportError, OSError, RuntimeError)  # what the import of a TorchCodec that cannot load raises
@@ -45,6 +47,10 @@ def load_torchcodec() -> ModuleType | None:
 def loaded() -> tuple[ModuleType | None, str | None]:
     """(TorchCodec's decoders, None) where it loads with its image decoders; (None, why not, in words) where it is
     installed and cannot decode images here; (None, None) where it is not installed (Pillow decodes, unsaid)."""
+    found = libraries.installed()
+    mismatch = libraries.torchcodec_problem(found, builds=False)
+    if mismatch is not None:  # not imported: a build for another torch release may not fail cleanly at import
+        return None, mismatch.replace(f"TorchCodec {found.torchcodec} ", "it ", 1)
     try:
         decoders = load_torchcodec()
     except LOAD_ERRORS as error:
@@ -82,9 +88,9 @@ def fix() -> str:
             f"TorchCodec's image decoders need torch {'.'.join(map(str, IMAGE_DECODERS_TORCH))} or later: upgrade "
             "torch, or `pip uninstall torchcodec` to silence this"
         )
-    index = f" (from PyTorch's index for CUDA {torch.version.cuda} where pip's default is built for another)"
-    cuda = index if torch.version.cuda else ""
-    return f'`pip install -U "torchcodec>={IMAGE_DECODERS}"`{cuda}, or `pip uninstall torchcodec` to silence this'
+    # The build for this torch, from torch's own index (core/libraries.py): PyPI's default may be for another CUDA.
+    command = libraries.matching_set(libraries.installed(), ["torchcodec"])
+    return f"`{command}`, or `pip uninstall torchcodec` to silence this"
 
 
 def problem() -> str | None:

@@ -36,7 +36,7 @@ from ...core.distributed import World
 from ...core.errors import UserError
 from .bad_files import leave_out
 from .class_counts import check_class_count, tiny_classes_warning
-from .duplicates import CSV_NAME, DuplicateGroup, left_out, write_csv
+from .duplicates import CSV_NAME, Copy, DuplicateGroup, left_out, write_csv
 from .file_index import FileIndex
 
 
@@ -108,17 +108,28 @@ def counts_line(groups: list[DuplicateGroup], files: int, splits: Sequence[str],
     copies = [(group, copy) for group in groups for copy in group.copies]
     by_pixels = sum(group.same(copy) == "pixels" for group, copy in copies)
     leaks = [copy for group in groups for copy in group.leaks]
-    parts = [f"{sum(c.split == s for c in leaks)} in {s}/" for s in splits[1:] if any(c.split == s for c in leaks)]
-    where = [f"{' and '.join(parts)} of train/ files"] if parts else []
+    where = [leaks_said(leaks, splits)] if leaks else []
     others = len(copies) - len(leaks)
-    where += [f"{others} within a split{' or between val/ and test/' if 'test' in splits else ''}"] if others else []
+    between = " or between val/ and test/" if "test" in splits else ""
+    where += [f"{others} {'is a copy' if others == 1 else 'are copies'} within a split{between}"] if others else []
     mixed = sum(len({copy.label for copy in group.files}) > 1 for group in groups)
-    where += [f"{mixed} group(s) across class folders (one picture, two labels)"] if mixed else []
+    spans = "group spans" if mixed == 1 else "groups span"
+    where += [f"{mixed} {spans} two class folders (one picture, two labels)"] if mixed else []
     return (
         f"duplicates: {len(copies)} of the {files:,} files of {named} repeat another file's content "
         f"({len(copies) - by_pixels} the same bytes, {by_pixels} the same pixels only), in {len(groups)} group(s): "
-        f"{', '.join(where)}{listed_in(listed)}"
+        f"{'; '.join(where)}{listed_in(listed)}"
     )
+
+
+def leaks_said(leaks: Sequence[Copy], splits: Sequence[str]) -> str:
+    """``2 files in val/ and 1 in test/ are copies of files in train/``: the copies that mislead the figures."""
+    counts = [(sum(copy.split == split for copy in leaks), split) for split in splits[1:]]
+    held = [f"{count} in {split}/" for count, split in counts if count]
+    first, _, rest = held[0].partition(" ")
+    noun = "file" if len(leaks) == 1 and len(held) == 1 else "files"
+    said = " and ".join([f"{first} {noun} {rest}", *held[1:]])
+    return f"{said} {'is a copy of a file' if len(leaks) == 1 else 'are copies of files'} in train/"
 
 
 def leak_warning(groups: list[DuplicateGroup], listed: Path | None) -> str | None:
