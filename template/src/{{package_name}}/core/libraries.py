@@ -40,7 +40,7 @@ TORCHCODEC = {
     (0, 6): (2, 8), (0, 7): (2, 8), (0, 8): (2, 9), (0, 9): (2, 9), (0, 10): (2, 10), (0, 11): (2, 11),
 }  # fmt: skip
 STABLE_ABI = ((0, 12), (2, 11))  # TorchCodec from this release on loads with torch from this one on
-IMAGE_DECODERS = "0.16"  # the first TorchCodec with image decoders: the decode extra's floor (data/codec.py)
+IMAGE_DECODERS = "0.16"  # the first TorchCodec with image decoders: the decode extra's floor (data/decoding/codec.py)
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
 BUILDS = re.compile(r"cpu|cu\d+|rocm[\d.]+|xpu")  # the builds PyTorch's index names (its folders: whl/cu130, ...)
 PYPI = "https://pypi.org/simple"
@@ -202,7 +202,8 @@ def replaced(found: Installed) -> list[str]:
 
 def check_libraries(found: Installed | None = None) -> None:
     """A torchvision that does not go with torch (every command that imports it fails): one line (``UserError``).
-    TorchCodec is an extra that Pillow stands in for: its mismatch is said where it would decode (data/codec.py)."""
+    TorchCodec is an extra that Pillow stands in for: its mismatch is said where it would decode
+    (data/decoding/codec.py)."""
     found = found or installed()
     problem = torchvision_problem(found)
     if problem is not None:

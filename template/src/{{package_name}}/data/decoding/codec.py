@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..core import libraries
+from ...core import libraries
 
 IMAGE_DECODERS = "0.16"  # the first TorchCodec with decode_image and decode_jpeg (the decode extra's floor)
 IMAGE_DECODERS_TORCH = (2, 11)  # the torch its stable-ABI builds target: they load with it and every later one
