@@ -187,8 +187,9 @@ def drawn(what: str, picture: str, draw: Callable[[], Path]) -> str:
     except UserError as exc:  # no matplotlib: its own line names the extra
         return f"no {picture} picture: {exc}"
     except Exception as exc:  # any failure of an optional picture: one line, not a traceback
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"warning: no {picture} picture ({type(exc).__name__}: {reason}); the figures and files are written"
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # MemoryError() says nothing
+        reason = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+        return f"warning: no {picture} picture ({reason}); the figures and files are written"
 
 
 def save_top_losses(result: dict[str, Any], classes: Sequence[str], path: str | Path) -> str:
