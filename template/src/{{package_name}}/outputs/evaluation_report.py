@@ -120,7 +120,7 @@ def matrix_name(num_classes: int) -> str:
 
 def write_matrix(confusion: Confusion | torch.Tensor, classes: Sequence[str], path: str | Path) -> Path:
     """Every count of the confusion matrix as CSV. Up to DENSE_CSV_CLASSES classes dense: a header row
-    ``true \\ predicted,<class>,...``, then a row a true class. Beyond, the non-zero pairs, a row each:
+    ``true/predicted,<class>,...``, then a row a true class. Beyond, the non-zero pairs, a row each:
     ``true,predicted,count`` (right predictions too, true == predicted), by true class, then predicted."""
     confusion = as_confusion(confusion)
     path = Path(path)
@@ -129,7 +129,7 @@ def write_matrix(confusion: Confusion | torch.Tensor, classes: Sequence[str], pa
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
             if confusion.num_classes <= DENSE_CSV_CLASSES:
-                writer.writerow(["true \\ predicted", *classes])
+                writer.writerow(["true/predicted", *classes])
                 for name, line in zip(classes, confusion.dense().tolist(), strict=True):
                     writer.writerow([name, *line])
             else:
