@@ -66,8 +66,8 @@ def measure(src: Path, classes: int, per_class: int, cap_gb: float, out: Path) -
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.backends.backend_agg  # noqa: F401  (imported before the baseline: not the report's cost)
-    import matplotlib.figure  # noqa: F401
+    import matplotlib.backends.backend_agg  # imported before the baseline: not the report's cost
+    import matplotlib.figure
     import torch
 
     report = __import__(f"{PACKAGE}.outputs.evaluation_report", fromlist=["report_extras"])
