@@ -17,7 +17,7 @@ import torch
 DENSE_CELLS = 1 << 22
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # tensors: compare their codes and counts, not the objects
 class Confusion:
     """Counts of (true class, predicted class): ``codes`` (true * num_classes + predicted, ascending, unique) and
     their ``counts`` (each > 0), on the CPU."""
