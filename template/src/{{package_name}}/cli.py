@@ -232,7 +232,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses and not missing))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
-    print(report_extras(result["confusion"], loaded.classes, csv_path, matrix))  # the numbers, before any picture
+    defaults = [path for path, named in ((csv_path, args.csv), (matrix, args.matrix)) if named is None]
+    print(report_extras(result["confusion"], loaded.classes, csv_path, matrix, defaults))  # before any picture
     print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
     if missing:
         print(missing)

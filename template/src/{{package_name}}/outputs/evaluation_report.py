@@ -13,7 +13,7 @@ most-confused classes, and the files hold everything.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -256,14 +256,23 @@ def report_extras(
     classes: Sequence[str],
     csv_path: str | Path | None,
     matrix_path: str | Path | None = None,
+    defaults: Collection[str | Path] = (),
 ) -> str:
     """What ``evaluate`` prints after the accuracy: the table (its worst rows where there are many classes), and
-    where the table's CSV and the confusion counts went. The picture comes last, apart (``save_confusion``)."""
+    where the table's CSV and the confusion counts went. The picture comes last, apart (``save_confusion``).
+    A file of ``defaults`` (a place the user did not name: beside the checkpoint, maybe read-only) that cannot be
+    written is a warning line; one the user named is an error."""
     confusion = as_confusion(confusion)
     where = f" in {csv_path}" if csv_path else ""
     lines = [table_title(confusion.num_classes), format_table(confusion, classes, where)]
-    if csv_path:
-        lines.append(f"table: {write_csv(confusion, classes, csv_path)}")
-    if matrix_path:
-        lines.append(f"confusion counts: {write_matrix(confusion, classes, matrix_path)}")
+    files = (("table", csv_path, write_csv), ("confusion counts", matrix_path, write_matrix))
+    for what, path, write in files:
+        if not path:
+            continue
+        try:
+            lines.append(f"{what}: {write(confusion, classes, path)}")
+        except UserError as exc:
+            if path not in defaults:
+                raise
+            lines.append(f"warning: no {what} file: {exc}")
     return "\n".join(lines)
