@@ -28,7 +28,7 @@ CONFUSED_PAIRS = 10  # most-confused pairs printed
 TOP_LOSSES = 16  # images in the top-losses picture
 # Above this many classes the terminal shows the table's worst rows and the picture the most-confused classes: a
 # 1,000-row table scrolls the accuracy away, and a cell per pair (0.55 inch at 120 dpi) made a picture of 66,000 x
-# 66,000 pixels at 1,000 classes, some 18 GB to draw.
+# 66,000 pixels at 1,000 classes, some 17 GB to draw.
 READABLE_CLASSES = 50
 WORST_ROWS = 20  # rows of the table printed above READABLE_CLASSES: the lowest F1 first
 PICTURE_CLASSES = 30  # classes in the picture above READABLE_CLASSES (counts still fit in their cells)
