@@ -384,3 +384,13 @@ def test_the_data_audit_tables_in_the_readmes_are_the_measured_file() -> None:
             assert text == tables[name] + "\n", f"{doc.name}: the {name} table is not data_audit.json's"
             blocks += 1
     assert blocks >= 4 and "2-core AMD EPYC" in (REPO / "README.md").read_text().split("### Data audit", 1)[1]
+
+
+@pytest.mark.bench
+def test_evaluate_scale_quick(tmp_path: Path) -> None:
+    rows = run_benchmark("evaluate_scale.py", tmp_path / "evaluate_scale.json")
+    assert isinstance(rows, list)
+    assert [(row["version"], row["classes"]) for row in rows] == [("after", 10), ("after", 100)]
+    for row in rows:
+        assert "failed" not in row and row["total_s"] > 0 and row["peak_growth_mb"] >= 0
+        assert 0 < row["picture_megapixels"] <= 25 and row["printed_lines"] <= 50

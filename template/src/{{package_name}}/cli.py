@@ -111,7 +111,18 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
 
 def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--split", default="val", help="sub-folder of data.root to evaluate (default: val)")
-    evaluate.add_argument("--csv", metavar="PATH", help="also write the per-class precision/recall/F1 table as CSV")
+    evaluate.add_argument(
+        "--csv",
+        metavar="PATH",
+        help="also write the per-class precision/recall/F1 table as CSV (above 50 classes, whose table the terminal "
+        "shows in part, per_class.csv beside the checkpoint by default; '' for none)",
+    )
+    evaluate.add_argument(
+        "--matrix",
+        metavar="PATH",
+        help="the confusion counts as CSV (default: confusion_matrix.csv beside the checkpoint, or "
+        "confusion_pairs.csv, a row per non-zero pair, above 256 classes; '' for none)",
+    )
     evaluate.add_argument(
         "--confusion",
         metavar="PATH",
@@ -198,10 +209,13 @@ def picture_path(named: str | None, default: Path, drawn: bool) -> str | Path:
 def evaluate_command(args: argparse.Namespace) -> int:
     from .core.provenance import one_line as provenance_line
     from .outputs.evaluation_report import (
+        READABLE_CLASSES,
         default_confusion_path,
         format_confused,
+        matrix_name,
         pictures_missing,
         report_extras,
+        save_confusion,
         save_top_losses,
     )
     from .training.inference import format_report, run_evaluate
@@ -210,19 +224,32 @@ def evaluate_command(args: argparse.Namespace) -> int:
     drawn = loaded.config.train.pictures  # false: no picture beside the checkpoint; a PATH named draws all the same
     picture = picture_path(args.confusion, default_confusion_path(args.checkpoint, args.split), drawn)
     losses = picture_path(args.top_losses, default_confusion_path(args.checkpoint, args.split, "top_losses"), drawn)
+    many = len(loaded.classes) > READABLE_CLASSES  # the terminal shows the table's worst rows: the whole goes to a file
+    csv_path = beside(args.csv, args.checkpoint, args.split, "per_class") if many else args.csv
+    matrix = beside(args.matrix, args.checkpoint, args.split, matrix_name(len(loaded.classes)))
     # Without matplotlib: one line for both pictures, and no per-image losses kept. Not imported when none is drawn.
     missing = pictures_missing() if picture or losses else None
     show = loaded.config.train.progress and sys.stderr.isatty()
     result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses and not missing))
     print(format_report(result))
     print(provenance_line(loaded.provenance))
-    print(report_extras(result["confusion"], loaded.classes, args.csv, None if missing else picture))
+    defaults = [path for path, named in ((csv_path, args.csv), (matrix, args.matrix)) if named is None]
+    print(report_extras(result["confusion"], loaded.classes, csv_path, matrix, defaults))  # before any picture
+    print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
     if missing:
         print(missing)
-    print(format_confused(result["confusion"], loaded.classes))  # where the model fails, by class pair
-    if losses and not missing:
+    elif losses:
         print(save_top_losses(result, loaded.classes, losses))  # and file by file
+    if picture and not missing:  # last: a picture that cannot be drawn is one line and costs nothing above
+        print(save_confusion(result["confusion"], loaded.classes, picture))
     return 0
+
+
+def beside(named: str | None, checkpoint: str, split: str, name: str) -> str | Path:
+    """A CSV ``evaluate`` writes: the PATH named ('' for none), else ``<name>[_<split>].csv`` beside the checkpoint."""
+    from .outputs.evaluation_report import default_confusion_path
+
+    return named if named is not None else default_confusion_path(checkpoint, split, name, ".csv")
 
 
 def predict_command(args: argparse.Namespace) -> int:

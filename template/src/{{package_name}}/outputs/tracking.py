@@ -40,7 +40,15 @@ PROBE_SECONDS = 5  # an unreachable server fails this fast, before any training
 # hold them this long, never train.collective_timeout (which would end the job).
 EPOCH_SECONDS = 5
 # The run's files worth keeping with it; globs, relative to train.out_dir.
-ARTIFACTS = ("config.yaml", "metrics.jsonl", "curves.png", "train_batch.png", "confusion_matrix*.png", "test*.json")
+ARTIFACTS = (
+    "config.yaml",
+    "metrics.jsonl",
+    "curves.png",
+    "train_batch.png",
+    "confusion_matrix*.png",
+    "confusion_*_test.csv",  # the test split's confusion counts (training/holdout.py)
+    "test*.json",
+)
 
 _CLIENTS: dict[str, Any] = {}  # by URI: probed once per process
 # Set by a sweep around each trial: new runs are nested under this run, with this name.

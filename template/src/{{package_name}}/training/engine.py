@@ -20,8 +20,9 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from ..core.config import TrainConfig
 from ..core.device import Compute
-from ..core.distributed import World, sum_across
+from ..core.distributed import World, gather_objects, sum_across
 from ..core.progress import bar
+from ..outputs.confusion import DENSE_CELLS, Confusion
 
 
 @dataclass
@@ -165,7 +166,7 @@ def evaluate(
     progress: bool = False,
     per_sample: bool = False,
 ) -> dict[str, Any]:
-    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
+    """Loss, top-1 accuracy, per-class accuracy and the confusion counts (``outputs/confusion.py``).
 
     Pass the plain model under DDP: the wrapper's forward would wait for the
     other processes, which may hold a different number of evaluation batches.
@@ -187,24 +188,35 @@ def evaluate(
             codes.append(targets * num_classes + logits.argmax(1))
             if per_sample:
                 kept.append(sample_results(logits, targets))
-    confusion = torch.bincount(torch.cat(codes), minlength=num_classes**2)  # a normal tensor: summed in place below
-    if world is not None:  # every process saw its own shard: add them up
+    if world is not None:
         sum_across(loss_sum, world)
-        sum_across(confusion, world)
-    matrix = confusion.view(num_classes, num_classes).cpu()  # rows: true class, columns: predicted
-    total = int(matrix.sum())
-    per_class = matrix.diag() / matrix.sum(1).clamp(min=1)
+    confusion = count_confusion(torch.cat(codes), num_classes, world)
+    total, hits = confusion.total, confusion.hits()
     result = {
         "val_loss": loss_sum.item() / max(total, 1),
-        "val_acc": float(matrix.diag().sum()) / max(total, 1),
-        "per_class_acc": per_class.tolist(),
-        "confusion": matrix,
+        "val_acc": float(hits.sum()) / max(total, 1),
+        "per_class_acc": (hits / confusion.support().clamp(min=1)).tolist(),
+        "confusion": confusion,
         "count": total,
     }
     if per_sample:
         rows = torch.cat(kept).cpu() if kept else torch.zeros(0, 3)
         result["samples"] = {"loss": rows[:, 0], "predicted": rows[:, 1].long(), "probability": rows[:, 2]}
     return result
+
+
+def count_confusion(codes: torch.Tensor, num_classes: int, world: World | None = None) -> Confusion:
+    """The (true, predicted) pairs of every process, counted. Up to ``DENSE_CELLS`` cells: one bincount, summed with
+    one all_reduce. Beyond (2,048 classes): the codes themselves are gathered (one int64 an image) and only the pairs
+    that occur are counted, where a dense count would take 3.2 GB of device memory at 20,000 classes."""
+    if num_classes**2 <= DENSE_CELLS:
+        dense = torch.bincount(codes, minlength=num_classes**2)  # a normal tensor: summed in place below
+        if world is not None:  # every process saw its own shard: add them up
+            sum_across(dense, world)
+        return Confusion.from_dense(dense.view(num_classes, num_classes))  # rows: true class, columns: predicted
+    if world is not None:  # shards of unequal length: gathered as objects, on the host
+        codes = torch.cat(gather_objects(codes.cpu(), world))
+    return Confusion.from_codes(codes, num_classes)
 
 
 def sample_results(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -12,12 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from ..data import has_split
-from ..outputs.evaluation_report import format_confused, format_table, save_top_losses, table_rows
+from ..outputs.evaluation_report import (
+    format_confused,
+    format_table,
+    matrix_name,
+    save_top_losses,
+    table_rows,
+    table_title,
+    write_matrix,
+)
 from .inference import load_trained, run_evaluate
 
 
 def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] | None:
-    """Write ``out_dir/test_metrics.json`` and print the report; None when there is no test/ folder."""
+    """Write ``out_dir/test_metrics.json`` and the confusion counts (``confusion_matrix_test.csv``, or
+    ``confusion_pairs_test.csv`` above 256 classes), and print the report (the table's worst rows where there are
+    many classes: every row is in the JSON); None when there is no test/ folder."""
     best = out_dir / "best.pt"
     if not has_split(Path(data_root), "test") or not best.is_file():
         return None
@@ -42,9 +52,12 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     }
     (out_dir / "test_metrics.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
-    print(format_table(confusion, loaded.classes))
+    print(table_title(len(loaded.classes)))
+    print(format_table(confusion, loaded.classes, " in test_metrics.json"))
+    counts = write_matrix(confusion, loaded.classes, out_dir / f"{matrix_name(len(loaded.classes))}_test.csv")
+    print(f"confusion counts: {counts}")
     print(format_confused(confusion, loaded.classes))
-    if drawn:
+    if drawn:  # the only picture, last: one that cannot be drawn is one line
         print(save_top_losses(result, loaded.classes, out_dir / "top_losses_test.png"))  # as `evaluate --split test`
     return report
 
