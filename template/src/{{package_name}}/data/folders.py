@@ -24,6 +24,7 @@ from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
+from ..core.waiting import StartChecks
 from ..models import extensions
 from . import decode_race, duplicates, start_checks
 from .bad_files import (
@@ -38,7 +39,7 @@ from .bad_files import (
 )
 from .cache import keeps_in_memory
 from .decode import IMAGE_EXTENSIONS, ImageFiles
-from .file_index import FileIndex
+from .file_index import FileIndex, index_folder
 from .gpu_decode import EncodedImages
 from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
@@ -115,7 +116,8 @@ def folder_dataset(
     Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
     JPEGs larger than needed decoded at a reduced scale.
     ``check_files=False`` skips the per-file checks (stray files, every file
-    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
+    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which, and gives
+    the others rank 0's list of the unreadable files under data.on_bad_file=skip).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
@@ -143,13 +145,12 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
-    if skip or check_files:
+    if check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
         # Every new or changed file read whole once; its digests kept for duplicates.py.
         bad = check_every_file(dataset, index, progress, square_side(cfg), npy)
         problems.add(root, unreadable=bad)
-        if skip:
+        if cfg.on_bad_file == "skip":
             leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
     if alone:
         problems.settle(cfg.on_bad_file)  # a file that is no image stops the run before it writes
@@ -228,38 +229,56 @@ def build_datasets(
 
 
 def checked_splits(
-    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
+    root: Path,
+    cfg: DataConfig,
+    progress: bool = False,
+    world: World | None = None,
+    out_dir: Path | None = None,
+    run_dir: Path | None = None,
 ) -> CheckedSplits:
     """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
 
     Every stray and unreadable file of every split is said at once (``bad_files.Problems``): the run stops
     naming them (data.on_bad_file=error), or leaves them out (skip), with the full list in
     ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
-    The per-file checks are made by each node's local rank 0 (and, under skip, by every rank: each needs the
-    list); test/ is checked by those alone (it is evaluated once, by the main process, at the end); the
-    duplicates (duplicates.py) are found by the main process from what its checks kept.
+    The per-file checks are made by each node's local rank 0, whatever data.on_bad_file says; test/ is checked
+    by those alone (it is evaluated once, by the main process, at the end); the duplicates (duplicates.py) are
+    found by the main process from what its checks kept. Under torchrun the other ranks wait for them as long
+    as they make progress (core/waiting.py), then, under skip, leave out rank 0's list of unreadable files.
+    ``run_dir``: the run folder, which keeps the file index where data.cache_dir is none (``index_folder``).
     """
     world = world or World()
-    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
-    check_files = world.local_rank == 0
+    checks = StartChecks(world, cfg.check_patience)
+    skip = cfg.on_bad_file == "skip"
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0. Under
+    # skip a rank that cannot hear rank 0's list (no process group: a test's world) checks for itself.
+    check_files = world.local_rank == 0 or (skip and not checks.shared)
     packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
     if not packed:
         check_data_root(root)
     # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
     folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
+    kept_in = None if packed else index_folder(folder, cfg.cache_dir, run_dir)  # with cache_dir=none: the run's
     splits = [split for split in duplicates.SPLITS if split in SPLITS or (check_files and has_split(root, split))]
-    # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
-    indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
+    # The node's checker alone writes what the checks found; the others read it, and keep nothing.
+    indexes = {split: FileIndex(root / split, kept_in, keep=check_files) for split in splits}
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
     said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
-    sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
-    for split in splits[1:]:
-        sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
-        # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
-        # one that train/ lacks is said now (for test/: not after training).
-        align_classes(sets[split], sets["train"].class_to_idx)
-    groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
-    problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
+    with checks.posting():  # a checker's progress, posted for the ranks that wait for it
+        sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
+        for split in splits[1:]:
+            sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
+            # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others,
+            # and one that train/ lacks is said now (for test/: not after training).
+            align_classes(sets[split], sets["train"].class_to_idx)
+        groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
+        problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
+    checks.wait()  # every node's checks done (and rank 0's duplicates), waited for while they progress
+    if skip and checks.shared:  # rank 0's unreadable files, left out on every rank: each trains on the same list
+        unreadable = [path for path, _ in problems.unreadable] if world.is_main else None
+        gone = start_checks.agreed(unreadable, world)
+        for dataset in sets.values():
+            leave_out(dataset, gone)
     return CheckedSplits(sets, indexes, folder, groups)
 
 
@@ -276,11 +295,10 @@ def build_training_data(
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices. The per-file checks open every
     file: under torchrun only local rank 0 makes them, once per node, while the
-    others wait for it before the decoder's race (``placement.place``, at
-    ``distributed.files_checked``: the long wait of the start-up group)
-    (``data.on_bad_file: skip`` reads every file on every rank: each needs the
-    list). What they found is
-    kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
+    others wait for it as long as it makes progress (``checked_splits``,
+    core/waiting.py), whatever ``data.on_bad_file`` says. What they found is
+    kept in ``data.cache_dir`` (``file_index.py``; with ``none``, in the run folder when ``lists``), as are the
+    decoded images
     (``store.py``): a second start checks and decodes only what changed.
     Before training the start says the exact duplicates found and does what
     ``data.duplicates`` says (duplicates.py: ``drop`` leaves out the same files
@@ -295,7 +313,7 @@ def build_training_data(
     """
     world = world or World()
     out_dir = Path(run.out_dir) if lists else None
-    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir)
+    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir, run_dir=out_dir)
     start_checks.settle(checked, cfg, out_dir, world)  # duplicates acted on; what cannot train refused, or warned of
     train_set, val_set = checked.sets["train"], checked.sets["val"]
     warn_missing_classes(val_set)

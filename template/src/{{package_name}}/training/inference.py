@@ -19,6 +19,7 @@ from ..core.errors import UserError
 from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, leave_out, listing, reason
 from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
 from ..data.duplicates import left_out
+from ..data.file_index import FileIndex, index_folder
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
@@ -31,6 +32,7 @@ from ..data.folders import (
 from ..data.loaders import build_loader
 from ..data.pipeline import square_side
 from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, packed_splits
+from ..data.store import cache_folder
 from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
@@ -92,9 +94,14 @@ def run_evaluate(
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
-    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
+    # What the training start's checks found (data/file_index.py): the split's files are not read again to check
+    # them, only to evaluate. In data.cache_dir, or with none, in the checkpoint's run folder.
+    run_dir = Path(cfg.train.out_dir)
+    folder = None if is_packed(root) else index_folder(cache_folder(cfg.data.cache_dir, False), cfg.data.cache_dir, run_dir)
+    index = FileIndex(root / split, folder)
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=index)
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
-        leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
+        leave_out(dataset, left_out(checked_splits(root, cfg.data, run_dir=run_dir).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
