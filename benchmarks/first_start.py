@@ -75,12 +75,9 @@ def write_data(root: Path, files: int, classes: int = CLASSES) -> Path:
         return root
     per_class = max(files // classes, 2)
     val = max(per_class // 7, 1)
-    jobs = [
-        (root / split / f"class_{label:04d}", count, seed)
-        for seed, (split, count, label) in enumerate(
-            (split, count, label) for split, count in (("train", per_class - val), ("val", val)) for label in range(classes)
-        )
-    ]
+    splits = (("train", per_class - val), ("val", val))
+    folders = [(root / split / f"class_{label:04d}", count) for split, count in splits for label in range(classes)]
+    jobs = [(folder, count, seed) for seed, (folder, count) in enumerate(folders)]
     with multiprocessing.get_context("fork").Pool(PROCESSES) as pool:
         pool.map(write_files, jobs, chunksize=16)
     done.touch()
@@ -109,7 +106,12 @@ def start(project: Path, package: str, data: Path, out_dir: Path, cache: Path, s
     if not lines:
         raise SystemExit(f"the trainer of {project} never reached its first step:\n{out[-2000:]}{err[-3000:]}")
     seconds, data_seconds, peak = map(float, lines[0].split()[1:])
-    return {"start_s": round(seconds, 2), "data_s": round(data_seconds, 2), "rss_mb": round(peak), "tree_mb": round(tree)}
+    return {
+        "start_s": round(seconds, 2),
+        "data_s": round(data_seconds, 2),
+        "rss_mb": round(peak),
+        "tree_mb": round(tree),
+    }
 
 
 def first_and_second_start(project: Path, package: str, data: Path, tmp: Path, size: int = 32) -> dict[str, Any]:
@@ -130,7 +132,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, nargs="+", default=[7_000, 70_000], help="files, val/ included")
     parser.add_argument("--template", type=Path, action="append", help="checkouts to measure (default: this one)")
     parser.add_argument("--image-size", type=int, default=32, help="data.image_size of the trainer")
-    parser.add_argument("--data", type=Path, help="where to write (and keep) the data sets; default: a temporary folder")
+    parser.add_argument("--data", type=Path, help="where to write (and keep) the data sets; default: a temporary one")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "first_start.json")
     parser.add_argument("--quick", action="store_true", help="280 files in 40 classes: checks that it runs")
     args = parser.parse_args()
@@ -150,7 +152,8 @@ def main() -> None:
                     row.update({f"{name} {which} {key}": value for key, value in figures.items()})
             rows.append(row)
             print(" | ".join(f"{key} {value}" for key, value in row.items()), flush=True)
-    print(f"\n{cpu_name()}, {len(os.sched_getaffinity(0))} CPU cores; files 32x32 PNG, data.image_size {args.image_size}")
+    cores = len(os.sched_getaffinity(0))
+    print(f"\n{cpu_name()}, {cores} CPU cores; files 32x32 PNG, data.image_size {args.image_size}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.out}")

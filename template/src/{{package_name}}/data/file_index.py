@@ -189,8 +189,8 @@ class FileIndex:
         if len(self.fresh) < PART_FILES and time.monotonic() - self.part_started < PART_SECONDS:
             return
         kept = {"format": INDEX_FORMAT, "decode": DECODE_VERSION, "root": str(self.root), "files": self.fresh}
-        name = f"{self.path.stem}.part-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.json"  # a requeue's pid too
-        part = self.path.with_name(name)
+        writer = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}"  # a requeued job may get the same pid
+        part = self.path.with_name(f"{self.path.stem}.part-{writer}.json")
         with contextlib.suppress(OSError):  # a full or read-only disk: the whole save at the end tries again
             part.parent.mkdir(parents=True, exist_ok=True)
             write_chunks(part, [json.dumps(kept, separators=(",", ":")).encode()])

@@ -116,8 +116,7 @@ def folder_dataset(
     Images are read by the decode contract (``decode.py``): upright, RGB, 8 bits,
     JPEGs larger than needed decoded at a reduced scale.
     ``check_files=False`` skips the per-file checks (stray files, every file
-    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which, and gives
-    the others rank 0's list of the unreadable files under data.on_bad_file=skip).
+    read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
@@ -229,36 +228,28 @@ def build_datasets(
 
 
 def checked_splits(
-    root: Path,
-    cfg: DataConfig,
-    progress: bool = False,
-    world: World | None = None,
-    out_dir: Path | None = None,
-    run_dir: Path | None = None,
+    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
 ) -> CheckedSplits:
     """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
 
     Every stray and unreadable file of every split is said at once (``bad_files.Problems``): the run stops
     naming them (data.on_bad_file=error), or leaves them out (skip), with the full list in
-    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
-    The per-file checks are made by each node's local rank 0, whatever data.on_bad_file says; test/ is checked
-    by those alone (it is evaluated once, by the main process, at the end); the duplicates (duplicates.py) are
-    found by the main process from what its checks kept. Under torchrun the other ranks wait for them as long
-    as they make progress (core/waiting.py), then, under skip, leave out rank 0's list of unreadable files.
-    ``run_dir``: the run folder, which keeps the file index where data.cache_dir is none (``index_folder``).
+    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there; the run folder
+    also keeps the file index where data.cache_dir is none). The per-file checks are made by each node's local
+    rank 0 whatever data.on_bad_file says, test/ by those alone (evaluated by the main process at the end), the
+    duplicates (duplicates.py) by the main process; the other ranks wait while they progress (core/waiting.py).
     """
     world = world or World()
     checks = StartChecks(world, cfg.check_patience)
-    skip = cfg.on_bad_file == "skip"
-    # The one place that decides which process checks the files: a bad file stops the node's local rank 0. Under
-    # skip a rank that cannot hear rank 0's list (no process group: a test's world) checks for itself.
-    check_files = world.local_rank == 0 or (skip and not checks.shared)
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0 (under
+    # skip, a rank that cannot hear rank 0's list, in a world without a process group, checks for itself too).
+    check_files = world.local_rank == 0 or (cfg.on_bad_file == "skip" and not checks.shared)
     packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
     if not packed:
         check_data_root(root)
     # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
     folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
-    kept_in = None if packed else index_folder(folder, cfg.cache_dir, run_dir)  # with cache_dir=none: the run's
+    kept_in = None if packed else index_folder(folder, cfg.cache_dir, out_dir)  # with cache_dir=none: the run's
     splits = [split for split in duplicates.SPLITS if split in SPLITS or (check_files and has_split(root, split))]
     # The node's checker alone writes what the checks found; the others read it, and keep nothing.
     indexes = {split: FileIndex(root / split, kept_in, keep=check_files) for split in splits}
@@ -274,11 +265,7 @@ def checked_splits(
         groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
         problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
     checks.wait()  # every node's checks done (and rank 0's duplicates), waited for while they progress
-    if skip and checks.shared:  # rank 0's unreadable files, left out on every rank: each trains on the same list
-        unreadable = [path for path, _ in problems.unreadable] if world.is_main else None
-        gone = start_checks.agreed(unreadable, world)
-        for dataset in sets.values():
-            leave_out(dataset, gone)
+    start_checks.skipped(sets, problems, cfg, world)  # under skip: rank 0's unreadable files, left out everywhere
     return CheckedSplits(sets, indexes, folder, groups)
 
 
@@ -294,12 +281,10 @@ def build_training_data(
 
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices. The per-file checks open every
-    file: under torchrun only local rank 0 makes them, once per node, while the
-    others wait for it as long as it makes progress (``checked_splits``,
-    core/waiting.py), whatever ``data.on_bad_file`` says. What they found is
-    kept in ``data.cache_dir`` (``file_index.py``; with ``none``, in the run folder when ``lists``), as are the
-    decoded images
-    (``store.py``): a second start checks and decodes only what changed.
+    file: under torchrun only local rank 0 makes them, once per node, whatever
+    ``data.on_bad_file`` says, while the others wait as long as it progresses.
+    What they found is kept in ``data.cache_dir`` (``file_index.py``; with ``none``, in the run folder), as are
+    the decoded images (``store.py``): a second start checks and decodes only what changed.
     Before training the start says the exact duplicates found and does what
     ``data.duplicates`` says (duplicates.py: ``drop`` leaves out the same files
     on every rank), and names the classes with few training images (class_counts.py).
@@ -313,7 +298,7 @@ def build_training_data(
     """
     world = world or World()
     out_dir = Path(run.out_dir) if lists else None
-    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir, run_dir=out_dir)
+    checked = checked_splits(Path(cfg.root), cfg, progress, world, out_dir)
     start_checks.settle(checked, cfg, out_dir, world)  # duplicates acted on; what cannot train refused, or warned of
     train_set, val_set = checked.sets["train"], checked.sets["val"]
     warn_missing_classes(val_set)

@@ -97,11 +97,13 @@ def run_evaluate(
     # What the training start's checks found (data/file_index.py): the split's files are not read again to check
     # them, only to evaluate. In data.cache_dir, or with none, in the checkpoint's run folder.
     run_dir = Path(cfg.train.out_dir)
-    folder = None if is_packed(root) else index_folder(cache_folder(cfg.data.cache_dir, False), cfg.data.cache_dir, run_dir)
+    cache = None if is_packed(root) else cache_folder(cfg.data.cache_dir, False)
+    folder = None if is_packed(root) else index_folder(cache, cfg.data.cache_dir, run_dir)
     index = FileIndex(root / split, folder)
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=index)
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
-        leave_out(dataset, left_out(checked_splits(root, cfg.data, run_dir=run_dir).groups or []))
+        indexed = cfg.data if folder is None else dataclasses.replace(cfg.data, cache_dir=str(folder))  # no images kept
+        leave_out(dataset, left_out(checked_splits(root, indexed).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
