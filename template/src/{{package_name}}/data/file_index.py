@@ -204,9 +204,10 @@ class FileIndex:
     def save(self) -> None:
         """Keep the verdicts of this start's files (the gone ones dropped), the part files folded in; atomic, the
         last writer wins."""
-        news = self.changed or self.parts or set(self.saved) - set(self.now)
-        if not self.keep or self.path is None or not self.now or not news:
-            return  # nowhere to keep it, nothing stat'ed (a process that checked nothing), or nothing new
+        if not self.keep or self.path is None or not self.now:
+            return  # nowhere to keep it, or nothing stat'ed (a process that checked nothing)
+        if not (self.changed or self.parts or set(self.saved) - set(self.now)):
+            return  # nothing new: no check, no part to fold in, no file gone
         files = {name: found.entry(*self.now[name]) for name, found in self.found.items() if name in self.now}
         for name, entry in self.saved.items():  # unchanged files this start did not need to check (e.g. val)
             if name not in files and tuple(entry[:2]) == self.now.get(name):
