@@ -86,6 +86,17 @@ def load_trained(
     return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 
+def kept_index_folder(cfg: Config, root: Path) -> Path | None:
+    """Where the training start kept its file index (data/file_index.py), for evaluate to take the split's checks
+    from instead of reading every file again: data.cache_dir, or with none, the checkpoint's run folder where its
+    run kept one (evaluate makes no folder of its own); None: nowhere (checked as before)."""
+    if is_packed(root):
+        return None
+    cache = cache_folder(cfg.data.cache_dir, False)
+    folder = index_folder(cache, cfg.data.cache_dir, Path(cfg.train.out_dir))
+    return folder if cache is not None or (folder is not None and folder.is_dir()) else None
+
+
 def run_evaluate(
     loaded: Loaded, split: str = "val", progress: bool = False, per_sample: bool = False
 ) -> dict[str, Any]:
@@ -94,13 +105,8 @@ def run_evaluate(
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
-    # What the training start's checks found (data/file_index.py): the split's files are not read again to check
-    # them, only to evaluate. In data.cache_dir, or with none, in the checkpoint's run folder.
-    run_dir = Path(cfg.train.out_dir)
-    cache = None if is_packed(root) else cache_folder(cfg.data.cache_dir, False)
-    folder = None if is_packed(root) else index_folder(cache, cfg.data.cache_dir, run_dir)
-    index = FileIndex(root / split, folder)
-    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=index)
+    folder = kept_index_folder(cfg, root)  # what the training start's checks found: each file is read once, here
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=FileIndex(root / split, folder))
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
         indexed = cfg.data if folder is None else dataclasses.replace(cfg.data, cache_dir=str(folder))  # no images kept
         leave_out(dataset, left_out(checked_splits(root, indexed).groups or []))
