@@ -86,14 +86,14 @@ def load_trained(
     return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 
-def kept_index_folder(cfg: Config, root: Path) -> Path | None:
+def kept_index_folder(data: DataConfig, run_dir: Path, root: Path) -> Path | None:
     """Where the training start kept its file index (data/file_index.py), for evaluate to take the split's checks
     from instead of reading every file again: data.cache_dir, or with none, the checkpoint's run folder where its
-    run kept one (evaluate makes no folder of its own); None: nowhere (checked as before)."""
+    run kept one (``run_dir``, train.out_dir; evaluate makes no folder of its own); None: nowhere (checked then)."""
     if is_packed(root):
         return None
-    cache = cache_folder(cfg.data.cache_dir, False)
-    folder = index_folder(cache, cfg.data.cache_dir, Path(cfg.train.out_dir))
+    cache = cache_folder(data.cache_dir, False)
+    folder = index_folder(cache, data.cache_dir, run_dir)
     return folder if cache is not None or (folder is not None and folder.is_dir()) else None
 
 
@@ -105,7 +105,8 @@ def run_evaluate(
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
-    folder = kept_index_folder(cfg, root)  # what the training start's checks found: each file is read once, here
+    # What the training start's checks found: each file is read once, here, to be evaluated.
+    folder = kept_index_folder(cfg.data, Path(cfg.train.out_dir), root)
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=FileIndex(root / split, folder))
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
         indexed = cfg.data if folder is None else dataclasses.replace(cfg.data, cache_dir=str(folder))  # no images kept
