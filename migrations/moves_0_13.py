@@ -16,6 +16,7 @@ the structure test's rooms, the README's trees) was written by hand.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def rewrite_python(path: Path, repo: Path, moved_now: set[Path]) -> str:
     else:
         for package in (*PLACEHOLDERS.values(), *PACKAGE_NAMES):
             text = rewrite(RELEASE, text, package)
+            text = IMPORT_LINE.sub(functools.partial(in_a_string, package=package), text)
     for name, placeholder in PLACEHOLDERS.items():
         text = text.replace(placeholder, name)
     return text
@@ -83,6 +85,19 @@ def front_door_imports(text: str, module: str) -> dict[int, str]:
                 lines = text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno]
                 kept[len(kept)] = "".join(lines)
     return kept
+
+
+# An absolute import on a line of its own: also inside a string, the code a test runs in another process.
+IMPORT_LINE = re.compile(r"^([ \t]*)(from [\w.]+ import [^()\n]+)$", re.MULTILINE)
+
+
+def in_a_string(match: re.Match[str], package: str) -> str:
+    """One import line, as ``rewrite`` spells it (a statement in code is spelled so already: the same again)."""
+    if not match.group(2).startswith(f"from {package}."):
+        return match.group(0)
+    return match.group(1) + rewrite(RELEASE, match.group(2) + "\n", package).rstrip("\n").replace(
+        "\n", "\n" + match.group(1)
+    )
 
 
 def rewrite_paths(text: str) -> str:

@@ -166,6 +166,15 @@ def test_startup_quick(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
+def test_first_start_quick(tmp_path: Path) -> None:
+    """280 files in 40 classes: the trainer's first and second start, each timed with its peak memory."""
+    rows = run_benchmark("first_start.py", tmp_path / "first_start.json", "--data", str(tmp_path / "data"))
+    assert isinstance(rows, list) and [(row["files"], row["classes"]) for row in rows] == [(280, 40)]
+    figures = [key for key in rows[0] if key.endswith(("start_s", "data_s", "rss_mb", "tree_mb"))]
+    assert len(figures) == 8 and all(rows[0][key] > 0 for key in figures), rows[0]
+
+
+@pytest.mark.bench
 def test_large_photos_quick(tmp_path: Path) -> None:
     """Photos made from matplotlib's sample picture: the decode rates, small files, the generated cache fill."""
     report = run_benchmark("large_photos.py", tmp_path / "photos.json")

@@ -120,6 +120,7 @@ class DataConfig:
         "error: stop and name an unreadable file | skip: leave such files out, listed",
         choices=("error", "skip"),
     )
+    check_patience: float = option(0.0, "torchrun: seconds to wait for stalled file checks; 0: none", bounds="[0, inf)")
     duplicates: str = option(
         "warn",
         "files with the same bytes or pixels in train/, val/, test/: warn | drop: keep one of each group | error",

@@ -23,8 +23,9 @@ from .device import select_device
 from .errors import UserError
 
 # How long the processes wait for each other while they set up their data (``files_checked``, the decoder's vote
-# ``all_agree``, ``started``): a rank on a slow shared file system may check and fingerprint its data far longer
-# than a collective should take (train.collective_timeout).
+# ``all_agree``, ``started``): a rank on a slow shared file system may fingerprint and cache its data far longer
+# than a collective should take (train.collective_timeout). The file checks, whose length grows with the data, are
+# waited for before, as long as they make progress (core/waiting.py), not against this clock.
 STARTUP_TIMEOUT = datetime.timedelta(hours=2)
 
 
@@ -40,6 +41,9 @@ class World:
     startup: Any = field(default=None, compare=False, repr=False)
     # This process's device, chosen once (``init_world`` under torchrun, else the trainer) and read by the rest.
     device: torch.device | None = field(default=None, compare=False)
+    # torchrun's key-value store (this attempt's keys): where the file checkers post how far they are, read by the
+    # ranks that wait for them (core/waiting.py); None for one process.
+    store: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -97,7 +101,7 @@ def init_world(parallel: str, device: str = "auto", timeout: float = 300.0) -> W
         # barrier would have to guess the device (and warns that it does).
         device_id = torch.device("cuda", world.local_rank) if on_gpu else None
         dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=wait, device_id=device_id)
-        world = replace(world, startup=dist.new_group(backend="gloo", timeout=STARTUP_TIMEOUT))
+        world = replace(world, startup=dist.new_group(backend="gloo", timeout=STARTUP_TIMEOUT), store=store)
     global holders
     holders += 1
     return world

@@ -30,6 +30,9 @@ DELAY = 2.0  # seconds a phase runs before it is shown
 EVERY = 5.0  # seconds between two lines in a log
 LINE_EVERY = 30.0  # seconds between two progress lines of an epoch in a log (each one host sync: P5)
 ESTIMATE_AFTER = (3, 10.0)  # batches timed and seconds passed, after the first batch, before the run's estimate
+# Where a torchrun rank that checks the files posts how far every phase is, for the ranks that wait for it
+# (core/waiting.py sets it around the checks, a ``Board``); None: nobody waits.
+board: Any = None
 
 
 class Quiet:
@@ -92,12 +95,29 @@ def bar(items: Iterable[Any], what: str, show: bool) -> Iterable[Any]:
 
 
 def meter(what: str, total: int | None = None, show: bool = True, unit: str = "files") -> Any:
-    """Something with ``update(count)`` and ``close()``: a delayed tqdm bar on a terminal, else ``LogLines``."""
+    """Something with ``update(count)`` and ``close()``: a delayed tqdm bar on a terminal, else ``LogLines``; also
+    posted to ``board`` where ranks wait for this one (shown or not)."""
     if not show:
-        return Quiet()
-    if sys.stderr.isatty():
-        return tqdm(desc=what, total=total, unit=f" {unit}", delay=DELAY, leave=False, dynamic_ncols=True)
-    return LogLines(what, total, unit)
+        shown: Any = Quiet()
+    elif sys.stderr.isatty():
+        shown = tqdm(desc=what, total=total, unit=f" {unit}", delay=DELAY, leave=False, dynamic_ncols=True)
+    else:
+        shown = LogLines(what, total, unit)
+    return Posted(shown, what, total, board) if board is not None else shown
+
+
+class Posted:
+    """A meter whose updates also move a waiting rank's view of this phase (``core/waiting.py``'s ``Board``)."""
+
+    def __init__(self, shown: Any, what: str, total: int | None, posted_to: Any) -> None:
+        self.shown, self.what, self.total, self.board = shown, what, total, posted_to
+
+    def update(self, count: int = 1) -> None:
+        self.shown.update(count)
+        self.board.moved(self.what, count, self.total)
+
+    def close(self) -> None:
+        self.shown.close()
 
 
 def tracked(

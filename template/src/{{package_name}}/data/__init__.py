@@ -35,9 +35,11 @@ FRONT_DOOR = {
         "files.bad_files",
     ),
     **dict.fromkeys(("DuplicateGroup", "left_out"), "files.duplicates"),
+    **dict.fromkeys(("FileIndex", "index_folder"), "files.file_index"),
     **dict.fromkeys(("PackedFiles", "PackedFolder", "is_packed", "packed_loader", "packed_splits"), "files.shards"),
     **dict.fromkeys(("CLASSES", "write_sample_data"), "files.sample_data"),
     **dict.fromkeys(("build_loader", "stop_workers"), "loading.loaders"),
+    "cache_folder": "loading.store",
     "balanced_class_weights": "loading.samplers",
     "duplicates": "files.duplicates",  # pack-shards records the copies with the module's functions
     "shards": "files.shards",  # and writes the manifest its constants name

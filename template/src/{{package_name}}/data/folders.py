@@ -24,6 +24,7 @@ from ..core.device import select_device
 from ..core.distributed import World
 from ..core.errors import UserError
 from ..core.progress import meter
+from ..core.waiting import StartChecks
 from ..models import extensions
 from .decoding.decode import IMAGE_EXTENSIONS, ImageFiles, square_side
 from .files import duplicates, start_checks
@@ -37,7 +38,7 @@ from .files.bad_files import (
     listing,
     stray_files,
 )
-from .files.file_index import FileIndex
+from .files.file_index import FileIndex, index_folder
 from .files.shards import PackedFolder, is_packed, packed_splits
 from .files.start_checks import CheckedSplits
 from .loading import decode_race
@@ -144,13 +145,12 @@ def folder_dataset(
     finally:
         scanned.shown.close()
     index = index or FileIndex(root, None)
-    skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
-    if skip or check_files:
+    if check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
         # Every new or changed file read whole once; its digests kept for duplicates.py.
         bad = check_every_file(dataset, index, progress, square_side(cfg), npy)
         problems.add(root, unreadable=bad)
-        if skip:
+        if cfg.on_bad_file == "skip":
             leave_out(dataset, [path for path, _ in bad])  # said once, by the main process (Problems.settle)
     if alone:
         problems.settle(cfg.on_bad_file)  # a file that is no image stops the run before it writes
@@ -235,32 +235,38 @@ def checked_splits(
 
     Every stray and unreadable file of every split is said at once (``bad_files.Problems``): the run stops
     naming them (data.on_bad_file=error), or leaves them out (skip), with the full list in
-    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
-    The per-file checks are made by each node's local rank 0 (and, under skip, by every rank: each needs the
-    list); test/ is checked by those alone (it is evaluated once, by the main process, at the end); the
-    duplicates (duplicates.py) are found by the main process from what its checks kept.
+    ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there; the run folder
+    also keeps the file index where data.cache_dir is none). The per-file checks are made by each node's local
+    rank 0 whatever data.on_bad_file says, test/ by those alone (evaluated by the main process at the end), the
+    duplicates (duplicates.py) by the main process; the other ranks wait while they progress (core/waiting.py).
     """
     world = world or World()
-    # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
-    check_files = world.local_rank == 0
+    checks = StartChecks(world, cfg.check_patience)
+    # The one place that decides which process checks the files: a bad file stops the node's local rank 0 (under
+    # skip, a rank that cannot hear rank 0's list, in a world without a process group, checks for itself too).
+    check_files = world.local_rank == 0 or (cfg.on_bad_file == "skip" and not checks.shared)
     packed = is_packed(root)  # a folder pack-shards wrote (shards.py): no train/ and val/ to check or index
     if not packed:
         check_data_root(root)
     # None: data.cache_dir=none, it cannot be made, or the data is packed (its index is the shards' manifest).
     folder = None if packed else cache_folder(cfg.cache_dir, world.is_main)
+    kept_in = None if packed else index_folder(folder, cfg.cache_dir, out_dir)  # with cache_dir=none: the run's
     splits = [split for split in duplicates.SPLITS if split in SPLITS or (check_files and has_split(root, split))]
-    # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
-    indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
+    # The node's checker alone writes what the checks found; the others read it, and keep nothing.
+    indexes = {split: FileIndex(root / split, kept_in, keep=check_files) for split in splits}
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
     said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
-    sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
-    for split in splits[1:]:
-        sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
-        # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
-        # one that train/ lacks is said now (for test/: not after training).
-        align_classes(sets[split], sets["train"].class_to_idx)
-    groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
-    problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
+    with checks.posting():  # a checker's progress, posted for the ranks that wait for it
+        sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
+        for split in splits[1:]:
+            sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
+            # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others,
+            # and one that train/ lacks is said now (for test/: not after training).
+            align_classes(sets[split], sets["train"].class_to_idx)
+        groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
+        problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
+    checks.wait()  # every node's checks done (and rank 0's duplicates), waited for while they progress
+    start_checks.skipped(sets, problems, cfg, world)  # under skip: rank 0's unreadable files, left out everywhere
     return CheckedSplits(sets, indexes, folder, groups)
 
 
@@ -276,13 +282,10 @@ def build_training_data(
 
     A class missing from val/ must not shift the labels of the others, so val
     is relabelled with the training indices. The per-file checks open every
-    file: under torchrun only local rank 0 makes them, once per node, while the
-    others wait for it before the decoder's race (``placement.place``, at
-    ``distributed.files_checked``: the long wait of the start-up group)
-    (``data.on_bad_file: skip`` reads every file on every rank: each needs the
-    list). What they found is
-    kept in ``data.cache_dir`` (``file_index.py``), as are the decoded images
-    (``store.py``): a second start checks and decodes only what changed.
+    file: under torchrun only local rank 0 makes them, once per node, whatever
+    ``data.on_bad_file`` says, while the others wait as long as it progresses.
+    What they found is kept in ``data.cache_dir`` (``file_index.py``; with ``none``, in the run folder), as are
+    the decoded images (``store.py``): a second start checks and decodes only what changed.
     Before training the start says the exact duplicates found and does what
     ``data.duplicates`` says (duplicates.py: ``drop`` leaves out the same files
     on every rank), and names the classes with few training images (class_counts.py).
@@ -340,8 +343,7 @@ def placed(
 
 
 def decoder_race(train_set: datasets.DatasetFolder, cfg: DataConfig, world: World, device: torch.device) -> Callable:
-    """nvJPEG against this process's loader workers on the training files (decode_race.py), for ``place`` to run
-    where the choice hangs on it."""
+    """nvJPEG against this process's loader workers on the training files (decode_race.py), where ``place`` asks."""
     paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.num_workers, world, device)
     read, side = train_set.loader.read_bytes, square_side(cfg)  # the files' bytes, as the loader reads them
     return functools.partial(decode_race.race, paths, read, side, device, workers)

@@ -21,6 +21,7 @@ from ..data import (
     NPY_EXTENSIONS,
     READ_ERRORS,
     BadFileError,
+    FileIndex,
     ImageFiles,
     PackedFiles,
     PackedFolder,
@@ -28,9 +29,11 @@ from ..data import (
     bombs_refused,
     build_loader,
     build_transform,
+    cache_folder,
     check_split,
     checked_splits,
     extension_list,
+    index_folder,
     is_packed,
     leave_out,
     left_out,
@@ -95,6 +98,17 @@ def load_trained(
     return Loaded(model, cfg, classes, device, precision, note, state.get("provenance") or {})
 
 
+def kept_index_folder(data: DataConfig, run_dir: Path, root: Path) -> Path | None:
+    """Where the training start kept its file index (data/files/file_index.py), for evaluate to take the split's checks
+    from instead of reading every file again: data.cache_dir, or with none, the checkpoint's run folder where its
+    run kept one (``run_dir``, train.out_dir; evaluate makes no folder of its own); None: nowhere (checked then)."""
+    if is_packed(root):
+        return None
+    cache = cache_folder(data.cache_dir, False)
+    folder = index_folder(cache, data.cache_dir, run_dir)
+    return folder if cache is not None or (folder is not None and folder.is_dir()) else None
+
+
 def run_evaluate(
     loaded: Loaded, split: str = "val", progress: bool = False, per_sample: bool = False
 ) -> dict[str, Any]:
@@ -103,11 +117,14 @@ def run_evaluate(
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
-    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
+    # What the training start's checks found: each file is read once, here, to be evaluated.
+    folder = kept_index_folder(cfg.data, Path(cfg.train.out_dir), root)
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=FileIndex(root / split, folder))
     if (
         cfg.data.duplicates == "drop"
     ):  # the copies a training start leaves out (data/files/duplicates.py), left out here too
-        leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
+        indexed = cfg.data if folder is None else dataclasses.replace(cfg.data, cache_dir=str(folder))  # no images kept
+        leave_out(dataset, left_out(checked_splits(root, indexed).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)

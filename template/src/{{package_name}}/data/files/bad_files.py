@@ -6,12 +6,18 @@ bytes and pixels for the exact-duplicate check (``duplicates.py``).
 ``data.on_bad_file: error`` (the default) stops before training when a file
 cannot be read or is no sample, naming every such file of every split at once
 (``Problems``: a count, the first few, the full list in a file); ``skip``
-leaves out those that cannot be read, listing them (every process reads every
-file then: each needs the list).
+leaves out those that cannot be read, listing them (under torchrun the node's
+checker reads them, and rank 0's list reaches every rank: ``folders.checked_splits``).
+
+A first start reads every file: on every core this process may use
+(``core/machine.py``), in loader worker processes (``examined``; threads
+would take turns at the GIL, where a small file spends most of its time), and
+what it found is kept as it goes (``FileIndex.keep_checked``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -23,12 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from PIL import Image, UnidentifiedImageError
+from torch.utils.data import DataLoader
 from torchvision import datasets
 
 from ...core.errors import UserError
 from ...core.files import write_atomically
+from ...core.machine import cpu_cores
 from ...core.progress import tracked
+from ...core.workers import start_worker, stop_workers, worker_start
 from ..decoding import decode
 from .file_index import BAD, READ, FileIndex, Found, bytes_digest, pixel_digest
 
@@ -43,7 +53,9 @@ READ_ERRORS = (
     Image.DecompressionBombWarning,
 )
 SHOWN = 5
-THREADS = 8  # files read and decoded at once by the checks, at most (and no more than the CPU cores)
+THREADS = 8  # files read and decoded at once by the duplicate check's threads, at most (and no more than the cores)
+FILES_PER_PROCESS = 2_000  # files a check's worker process is started for, at least (it starts in about 0.1 s)
+CHUNK = 64  # files a worker reads in one task: few round trips, and the order kept
 
 
 class BadFileError(UserError):
@@ -153,8 +165,57 @@ def threads(files: int) -> ThreadPoolExecutor | InThisThread:
     """Threads to read and decode ``files`` (Pillow's decoders and hashlib release the GIL): half the CPU cores, at
     most ``THREADS``; none on 2 cores, where measured they only took turns (a small file spends most of its time
     in Python, holding the GIL)."""
-    count = min(THREADS, (os.cpu_count() or 1) // 2, files)
+    count = min(THREADS, cpu_cores() // 2, files)
     return ThreadPoolExecutor(count) if count > 1 else InThisThread()
+
+
+class Examiner:
+    """The check's "dataset" for a DataLoader whose sampler yields the paths themselves: ``examine`` in a worker.
+
+    Only the paths of each task travel to the workers (a million of them
+    pickled to each worker would cost more than the check), and the answers,
+    small tuples, come back in order.
+    """
+
+    def __init__(self, npy: bool, min_side: int | None) -> None:
+        self.npy, self.min_side = npy, min_side
+
+    def __getitem__(self, path: str) -> Found:
+        return examine(path, self.npy, self.min_side)
+
+
+def as_list(found: list[Found]) -> list[Found]:
+    """The DataLoader's collate: a task's answers as they are (no tensors)."""
+    return found
+
+
+def examined(paths: list[str], npy: bool, min_side: int | None) -> Iterator[Found]:
+    """``examine`` of each path, in order: in this process for a few thousand files, else in one loader worker a core
+    this process may use (``cpu_cores``: its affinity, as taskset, cgroups and Slurm set it), ``FILES_PER_PROCESS``
+    files a worker at least. The workers are the loader's own: they ignore stop signals, end with this process
+    however it ends, and fork from a forkserver under torchrun (``core/workers.py``); closing this generator
+    (the check done, or stopped) ends them."""
+    processes = min(cpu_cores(), len(paths) // FILES_PER_PROCESS)
+    if processes < 2:  # one core, or too few files to pay for the workers' start
+        yield from (examine(path, npy, min_side) for path in paths)
+        return
+    loader = DataLoader(
+        Examiner(npy, min_side),  # type: ignore[arg-type]
+        batch_size=CHUNK,
+        sampler=paths,  # type: ignore[arg-type]
+        num_workers=processes,
+        collate_fn=as_list,
+        multiprocessing_context=worker_start(processes),
+        worker_init_fn=functools.partial(start_worker, os.getpid()),
+        prefetch_factor=4,  # tasks queued a worker: none waits for the main process's bookkeeping
+        persistent_workers=True,  # held by the loader, so that stop_workers ends them on every way out
+        generator=torch.Generator(),  # the workers' seed from its own generator: torch's global one stays untouched
+    )
+    try:
+        for found in loader:
+            yield from found
+    finally:
+        stop_workers(loader)
 
 
 def check_every_file(
@@ -164,17 +225,21 @@ def check_every_file(
     min_side: int | None = None,
     npy: bool = False,
 ) -> list[tuple[str, str]]:
-    """Read every new or changed file of ``dataset`` once, whole (``examine``, in ``threads``); returns the
-    unreadable files, each with why. ``index`` remembers what was found: an unchanged file is not opened again
-    at the next start (a bad one is reported again)."""
+    """Read every new or changed file of ``dataset`` once, whole (``examine``, on every core: ``examined``); returns
+    the unreadable files, each with why. ``index`` remembers what was found as the check goes: an unchanged file
+    is not opened again at the next start (a bad one is reported again), nor by a start that resumes a check cut
+    short."""
     paths = [path for path, _ in dataset.samples]
     found = {path: index.known(path) for path in paths}
     todo = [path for path, known in found.items() if known is None]
-    with threads(len(todo)) as pool:
-        read = pool.map(lambda path: examine(path, npy, min_side), todo)
+    read = examined(todo, npy, min_side)
+    try:
         for path, result in zip(todo, tracked(read, f"checking {dataset.root}", len(todo), progress), strict=True):
             index.record(path, result)
+            index.keep_checked()  # a part file now and then: a kill loses at most its last seconds
             found[path] = result
+    finally:
+        read.close()  # the workers end here, the check done or stopped
     index.save()  # before a bad file stops the run: the next start checks only what changed
     return [(path, entry.verdict.removeprefix(BAD)) for path, entry in found.items() if entry.verdict.startswith(BAD)]
 

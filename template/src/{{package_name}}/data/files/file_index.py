@@ -1,6 +1,8 @@
 """What the per-file checks found, remembered between runs: a second start opens no file it has checked.
 
-One small JSON file per split in the cache folder (``store.cache_folder``)
+One JSON file per split in the cache folder (``store.cache_folder``; with
+``data.cache_dir: none``, in the run folder's ``file_index/``, so that a
+restarted or requeued run does not check again: ``index_folder``)
 maps each file, by its path below the split, to the (size, mtime_ns) it had
 when checked and what the check found (``Found``): its verdict, a digest of
 its bytes, the picture's stored size, and, once the exact-duplicate check
@@ -9,6 +11,13 @@ size or mtime changed, or that is new, is checked again; one that is gone is
 dropped when the index is saved. The digest of (path, size, mtime_ns) of the
 samples, in order, is part of the decoded cache's key (``store.CacheKey``): a
 changed file makes a new cache, never a stale one.
+
+A first start of a million files checks for minutes: what it found is kept
+as it goes, every ``PART_FILES`` files or ``PART_SECONDS`` seconds, in a part
+file of its own beside the index (``<name>.part-<host>-<pid>-<time>.json``,
+each written atomically), so that a start killed mid-check resumes where it
+stopped. The next whole save folds the parts it read into the index and
+removes them.
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,6 +45,9 @@ READ = "read"  # the whole file loads, by the decode contract
 BAD = "bad: "  # prefix of a verdict that names why the file cannot be read
 MISSING = (-1, -1)  # a file listed by the scan that was gone when stat'ed: checked (and reported) as unreadable
 DIGEST_CHARS = 24  # hex digits kept of a SHA-256: 96 bits, no accidental match among billions of files
+PART_FILES = 20_000  # files checked between two part files at most (about 2 MB of JSON)
+PART_SECONDS = 30.0  # seconds of checking between two part files at most: what a kill can cost
+RUN_FOLDER = "file_index"  # in train.out_dir: where the index is kept with data.cache_dir=none
 
 
 class Found(NamedTuple):
@@ -82,6 +96,28 @@ def pixel_digest(data: bytes, found: Found, min_side: int | None) -> str:
     return f"{scale_of(found, min_side)}:{digest.hexdigest()[:DIGEST_CHARS]}"
 
 
+def index_folder(cache: Path | None, setting: str, run_dir: Path | None) -> Path | None:
+    """Where a start keeps its file index: the cache folder (``store.cache_folder``), else, with
+    ``data.cache_dir=none``, the run folder's ``file_index/`` (``run_dir``: train.out_dir, or the checkpoint's run
+    for ``evaluate``); None: nowhere (a folder that cannot be made, or no run)."""
+    if cache is not None:
+        return cache
+    return run_dir / RUN_FOLDER if setting == "none" and run_dir is not None else None
+
+
+def read_entries(path: Path) -> dict[str, list] | None:
+    """The entries of an index or part file; None when absent, unreadable or of another format."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    # A verdict of another decode contract (decode.py) may say "reads" of a file that this one refuses.
+    if not isinstance(saved, dict) or (saved.get("format"), saved.get("decode")) != (INDEX_FORMAT, DECODE_VERSION):
+        return None
+    files = saved.get("files", {})
+    return files if isinstance(files, dict) else None
+
+
 class FileIndex:
     """The split's remembered checks (``known``, ``record``), this start's (size, mtime_ns) of each file."""
 
@@ -89,25 +125,31 @@ class FileIndex:
         self.root = Path(root)
         self.keep = keep  # False: read what was found, never write it (a process that is not the node's checker)
         self.prefix = os.path.join(str(root), "")  # the scan's paths start so (ImageFolder joins root and names)
-        # Where it is kept: None (data.cache_dir=none) remembers nothing between runs.
+        # Where it is kept: None (data.cache_dir=none outside a run) remembers nothing between runs.
         self.path = folder / f"{folder_key(self.root)}.files.json" if folder is not None else None
+        self.parts: list[Path] = []  # the part files read or written by this start: folded in by the next save
         self.saved: dict[str, list] = self.load()  # relative path -> [size, mtime_ns, *Found.entry]
         self.now: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime_ns), stat'ed at this start
         self.found: dict[str, Found] = {}  # relative path -> what was found, for the files of this start
         self.changed = False
+        self.fresh: dict[str, list] = {}  # entries checked since the last part file (``keep_checked``)
+        self.part_started = time.monotonic()
 
     def load(self) -> dict[str, list]:
-        """The saved entries; none when absent, unreadable or of another format (they are then made again)."""
+        """The saved entries and those of the part files beside them (a check cut short); none when absent,
+        unreadable or of another format (they are then made again)."""
         if self.path is None:
             return {}
-        try:
-            saved = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        # A verdict of another decode contract (decode.py) may say "reads" of a file that this one refuses.
-        if not isinstance(saved, dict) or (saved.get("format"), saved.get("decode")) != (INDEX_FORMAT, DECODE_VERSION):
-            return {}
-        return saved.get("files", {})
+        saved = read_entries(self.path) or {}
+        parts = []
+        with contextlib.suppress(OSError):  # no folder yet: no parts
+            parts = [(part.stat().st_mtime_ns, part) for part in self.path.parent.glob(f"{self.path.stem}.part-*.json")]
+        for _, part in sorted(parts):  # the later part wins, as the later check
+            entries = read_entries(part)
+            if entries is not None:
+                saved.update(entries)
+                self.parts.append(part)
+        return saved
 
     def stat(self, paths: list[str], show: bool = False) -> None:
         """The (size, mtime_ns) of each file now: a file stat'ed before it is checked is checked again if it changes."""
@@ -136,23 +178,51 @@ class FileIndex:
         name = self.relative(path)
         self.found[name] = found
         self.changed = True
+        if self.keep and name in self.now:
+            self.fresh[name] = found.entry(*self.now[name])
+
+    def keep_checked(self) -> None:
+        """During a check: what it found since the last part file, written as a new one every ``PART_FILES`` files
+        or ``PART_SECONDS`` seconds (atomically: a kill leaves whole parts), for a start cut short to resume from."""
+        if not self.keep or self.path is None or not self.fresh:
+            return
+        if len(self.fresh) < PART_FILES and time.monotonic() - self.part_started < PART_SECONDS:
+            return
+        kept = {"format": INDEX_FORMAT, "decode": DECODE_VERSION, "root": str(self.root), "files": self.fresh}
+        writer = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}"  # a requeued job may get the same pid
+        part = self.path.with_name(f"{self.path.stem}.part-{writer}.json")
+        with contextlib.suppress(OSError):  # a full or read-only disk: the whole save at the end tries again
+            part.parent.mkdir(parents=True, exist_ok=True)
+            write_chunks(part, [json.dumps(kept, separators=(",", ":")).encode()])
+            self.parts.append(part)
+        self.fresh, self.part_started = {}, time.monotonic()
 
     def get(self, path: str) -> Found | None:
         """What this start found of a file (checked now, or remembered); None for a file no check saw."""
         return self.found.get(self.relative(path))
 
     def save(self) -> None:
-        """Keep the verdicts of this start's files (the gone ones dropped); atomic, the last writer wins."""
-        if not self.keep or self.path is None or not self.now or not (self.changed or set(self.saved) - set(self.now)):
-            return  # nowhere to keep it, nothing stat'ed (a process that checked nothing), or nothing new
+        """Keep the verdicts of this start's files (the gone ones dropped), the part files folded in; atomic, the
+        last writer wins."""
+        if not self.keep or self.path is None or not self.now:
+            return  # nowhere to keep it, or nothing stat'ed (a process that checked nothing)
+        if not (self.changed or self.parts or set(self.saved) - set(self.now)):
+            return  # nothing new: no check, no part to fold in, no file gone
         files = {name: found.entry(*self.now[name]) for name, found in self.found.items() if name in self.now}
         for name, entry in self.saved.items():  # unchanged files this start did not need to check (e.g. val)
             if name not in files and tuple(entry[:2]) == self.now.get(name):
                 files[name] = entry
         kept = {"format": INDEX_FORMAT, "decode": DECODE_VERSION, "root": str(self.root), "files": files}
         text = json.dumps(kept, separators=(",", ":"))
-        with contextlib.suppress(OSError):  # a full or read-only disk: the checks are made again next time
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # the run folder's file_index/ (cache_dir=none)
             write_chunks(self.path, [text.encode()])
+        except OSError:  # a full or read-only disk: the checks are made again next time (the parts kept, if any)
+            return
+        for part in self.parts:  # folded in: a later start reads the whole index alone
+            with contextlib.suppress(OSError):
+                part.unlink()
+        self.parts, self.fresh = [], {}
 
     def digest(self, paths: list[str], show: bool = False) -> str:
         """A hash of (path, size, mtime_ns) of ``paths``, in their order: the decoded cache's key."""

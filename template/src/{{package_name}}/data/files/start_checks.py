@@ -34,7 +34,7 @@ from torchvision import datasets
 from ...core.config import DataConfig
 from ...core.distributed import World
 from ...core.errors import UserError
-from .bad_files import leave_out
+from .bad_files import Problems, leave_out
 from .class_counts import check_class_count, tiny_classes_warning
 from .duplicates import CSV_NAME, Copy, DuplicateGroup, left_out, write_csv
 from .file_index import FileIndex
@@ -83,6 +83,16 @@ def settle(checked: CheckedSplits, cfg: DataConfig, out_dir: Path | None, world:
     tiny = tiny_classes_warning(train_set)
     if tiny and world.is_main:
         print(f"warning: {tiny}", flush=True)
+
+
+def skipped(sets: dict[str, datasets.DatasetFolder], problems: Problems, cfg: DataConfig, world: World) -> None:
+    """data.on_bad_file=skip under torchrun: every rank leaves out rank 0's unreadable files, which only the nodes'
+    checkers read (each rank must train on the same list). A collective under skip: every process asks, once."""
+    if cfg.on_bad_file == "skip":
+        unreadable = [path for path, _ in problems.unreadable] if world.is_main else None
+        gone = agreed(unreadable, world)  # on one process: its own list, left out already
+        for dataset in sets.values():
+            leave_out(dataset, gone)
 
 
 def agreed(paths: list[str] | None, world: World) -> list[str]:

@@ -121,8 +121,8 @@ class SquareImages(Dataset):
 
 @dataclass(frozen=True)
 class Fill:
-    """How a cache is filled: by ``workers`` loader processes started by ``start`` (``loaders.worker_start``:
-    a forkserver under DDP), ``progress`` reported (``core/progress.py``)."""
+    """How a cache is filled: by ``workers`` loader processes started by ``start`` (``core/workers.py``'s
+    ``worker_start``: a forkserver under DDP), ``progress`` reported (``core/progress.py``)."""
 
     workers: int = 0
     start: Any = None
