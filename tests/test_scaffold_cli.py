@@ -181,7 +181,9 @@ def test_a_project_made_from_a_relative_template_path_updates_from_inside(
 
     status = scaffold("status", ".", cwd=dest)
     assert status.returncode == 1, status.stderr  # behind
-    assert status.stdout.splitlines()[1] == f"release:   {V1}, 1 release behind {V2}: run `torch-scaffold update {dest}`"
+    assert (
+        status.stdout.splitlines()[1] == f"release:   {V1}, 1 release behind {V2}: run `torch-scaffold update {dest}`"
+    )
 
     plain = copier_cli("update", "--trust", "--defaults", cwd=dest)
     assert plain.returncode == 0, plain.stderr
@@ -218,7 +220,17 @@ def test_status_of_a_fleet_is_one_row_per_project_and_fails_when_one_is_behind(
     assert result.returncode == 1, result.stderr
     print(result.stdout)  # the README shows this table
     header, *rows, summary = result.stdout.splitlines()
-    assert header.split() == ["project", "release", "newest", "behind", "model", "optimizer", "parts", "edited", "state"]
+    assert header.split() == [
+        "project",
+        "release",
+        "newest",
+        "behind",
+        "model",
+        "optimizer",
+        "parts",
+        "edited",
+        "state",
+    ]
     assert [row.split()[:9] for row in rows] == [
         [str(drifted), V1, V2, "1", "simple_cnn", "sgd", "ci_workflow", "4", "behind:"],
         [str(newest), V2, V2, "0", "resnet18", "adamw", "-", "0", "newest"],
