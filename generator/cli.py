@@ -50,9 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser(
         "status",
-        help="template version, newest version and template files changed locally; exit 1 when a project is behind",
+        help="each project's release, releases behind, answers, edited template files and conflicts",
+        description="Exit status: 4 when a project has an unresolved conflict (unmerged files or conflict markers), "
+        "else 3 when --check found practices findings, else 1 when a project is behind the newest release or "
+        "cannot be read, else 0.",
     )
     status.add_argument("dests", nargs="+", type=Path, metavar="DEST", help="one project, or several (a table)")
+    status.add_argument("--json", action="store_true", help="one JSON document, for a nightly job")
+    status.add_argument("--check", action="store_true", help="run the practices check (torch-scaffold check) too")
     check = commands.add_parser("check", help="report the practices' anti-patterns (TSC) and torchfix's rules (TOR)")
     check.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH", help="files or folders")
     return parser
@@ -78,13 +83,9 @@ def run(args: argparse.Namespace) -> int:
 
         return update(args.dest, args.vcs_ref, parse_data(args.data))
     if args.command == "status":
-        from .drift import fleet, report, status
+        from .fleet import run_status
 
-        if len(args.dests) > 1:
-            return fleet(args.dests)
-        result = status(args.dests[0])
-        print(report(result))
-        return 1 if result.behind else 0
+        return run_status(args.dests, args.json, args.check)
     if args.command == "check":
         from .check import run_check
 

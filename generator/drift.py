@@ -1,43 +1,63 @@
-"""``torch-scaffold status``: template version, newest version, and local drift.
+"""``torch-scaffold status``: a project's release, the releases since, its local drift and its conflicts.
 
 Drift is measured the way ``copier update`` sees it: a fresh render of the
 project's recorded version with its recorded answers, compared file by file
 with the project. Files the user owns (``_skip_if_exists``) and files the
-template never made are not drift. ``fleet`` puts many projects in one table
-and exits 1 when any is behind, for a team's nightly job.
+template never made are not drift. The releases are the template's tags, read
+as copier reads them; conflicts are what ``conflicts.py`` finds. ``fleet.py``
+prints it, for one project or many.
 """
 
 from __future__ import annotations
 
 import filecmp
 import functools
+import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from copier import Worker
-from copier.errors import CopierError
 
+from .conflicts import Conflicts, find_conflicts
 from .project import ANSWERS_FILE, Project, ProjectError, read_project
+from .releases import release_tags, releases_after
 
 
 @dataclass(frozen=True)
 class Status:
     project: Project
-    newest: str | None  # the template's newest version tag, None when it has no tags
+    releases: list[str]  # the template's release tags, oldest first
     changed: list[tuple[str, str]]  # (relative path, "modified" | "deleted"), sorted
+    conflicts: Conflicts
+
+    @property
+    def newest(self) -> str | None:
+        """The release ``torch-scaffold update`` goes to; None for a template without tags."""
+        return self.releases[-1] if self.releases else None
+
+    @property
+    def newer(self) -> list[str]:
+        """The releases since the project's; a project on an untagged commit after the newest is behind none."""
+        return releases_after(self.project.version, self.releases)
 
     @property
     def behind(self) -> bool:
-        return self.newest is not None and self.newest != self.project.version
+        return bool(self.newer)
 
 
 @functools.cache
-def newest_version(template: str) -> str | None:
-    """copier picks the newest PEP 440 tag when no ref is given; ask it rather than sorting tags here."""
+def template_releases(template: str) -> list[str]:
+    """Read once per template for a whole fleet; copier spells out the shortcuts (``gh:org/name``) first."""
     with Worker(src_path=template, quiet=True) as worker:
-        return worker.template.commit if worker.template.version else None
+        if worker.template.vcs != "git":
+            return []  # a plain folder: copier renders it as it is, with no versions to update to
+        url = worker.template.url_expanded
+    try:
+        return release_tags(url)
+    except subprocess.CalledProcessError as error:
+        why = (error.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
+        raise ProjectError(f"cannot read the releases of the template {template}: {why}") from None
 
 
 def local_changes(project: Project) -> list[tuple[str, str]]:
@@ -70,43 +90,7 @@ def local_changes(project: Project) -> list[tuple[str, str]]:
 def status(dest: Path) -> Status:
     project = read_project(dest)
     with project.template_reachable():
-        return Status(project=project, newest=newest_version(project.template), changed=local_changes(project))
-
-
-def report(result: Status) -> str:
-    project = result.project
-    lines = [f"template: {project.template}"]
-    if result.newest is None or result.newest == project.version:
-        lines.append(f"version:  {project.version} (newest)")
-    else:
-        hint = f"run `torch-scaffold update {project.root}`"
-        lines.append(f"version:  {project.version} (newest: {result.newest}; {hint})")
-    if result.changed:
-        lines.append(f"template files changed in this project ({len(result.changed)}):")
-        lines.extend(f"  {change:<9} {path}" for path, change in result.changed)
-    else:
-        lines.append("template files changed in this project: none")
-    return "\n".join(lines)
-
-
-def fleet(dests: Sequence[Path]) -> int:
-    """One row per project; 1 when any is behind or cannot be read, so a scheduled job fails and someone looks."""
-    rows = [("project", "version", "newest", "drifted", "state")]
-    behind = broken = 0
-    for dest in dests:
-        try:
-            result = status(dest)
-        except (ProjectError, CopierError) as exc:
-            broken += 1
-            rows.append((str(dest), "?", "?", "?", "error: " + " ".join(str(exc).split())))
-            continue
-        behind += result.behind
-        state = f"behind: torch-scaffold update {dest}" if result.behind else "newest"
-        newest = result.newest or result.project.version
-        rows.append((str(dest), result.project.version, newest, str(len(result.changed)), state))
-    widths = [max(len(row[column]) for row in rows) for column in range(4)]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4])
-    summary = f"{len(dests)} projects, {behind} behind the newest template version"
-    print(summary + (f", {broken} unreadable" if broken else ""))
-    return 1 if behind or broken else 0
+        # A folder's absolute path: two projects may record the same relative path for different folders.
+        releases = template_releases(str(project.template_path) if project.template_is_local else project.template)
+        changed = local_changes(project)
+    return Status(project=project, releases=releases, changed=changed, conflicts=find_conflicts(project.root))

@@ -8,7 +8,8 @@ with them, nothing is to do; cloned without (or before a release was tagged
 upstream), ``make tags`` makes them from the history. A release made before
 this rule names its commit in its CHANGELOG heading (``## [0.1.0] - DATE -
 commit abc1234``). The tests tag their temporary template copies with the same
-functions.
+functions. ``release_tags`` and ``releases_after`` read them back, as copier does, for
+``torch-scaffold status``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 ENTRY = re.compile(r"^## \[(\d+\.\d+\.\d+)\](?:.*?\bcommit ([0-9a-f]{7,40}))?", re.MULTILINE)
 
@@ -59,6 +62,43 @@ def tag_releases(repo: Path) -> list[str]:
         git(repo, "tag", tag, commit)
         made.append(f"{tag} {commit[:10]}")
     return made
+
+
+def release_tags(url: str) -> list[str]:
+    """A template's release tags, oldest first: as copier, the PEP 440 tags that are not prereleases.
+
+    ``git ls-remote`` reads a folder and a URL alike without a clone; ``url`` is copier's expanded form
+    (``gh:``/``gl:`` already spelled out). A template git cannot read raises ``CalledProcessError``.
+    """
+    listing = subprocess.run(
+        ["git", "ls-remote", "--tags", "--refs", "--", url],
+        check=True,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout
+    versions = {}
+    for line in listing.splitlines():
+        tag = line.partition("\t")[2].removeprefix("refs/tags/")
+        version = parse_release(tag)
+        if version is not None and not version.is_prerelease:
+            versions[tag] = version
+    return sorted(versions, key=versions.__getitem__)
+
+
+def parse_release(commit: str) -> Version | None:
+    """The release a ``_commit`` is at or after: a tag, or ``git describe``'s ``TAG-N-gHASH``; None for a bare hash."""
+    tag = re.sub(r"-\d+-g[0-9a-f]+$", "", commit)
+    try:
+        return Version(tag)
+    except InvalidVersion:
+        return None
+
+
+def releases_after(commit: str, tags: list[str]) -> list[str]:
+    """The releases newer than a project's ``_commit``; all of them when it names no release."""
+    base = parse_release(commit)
+    return [tag for tag in tags if base is None or parse_release(tag) > base]  # type: ignore[operator]
 
 
 def main() -> int:

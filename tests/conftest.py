@@ -26,6 +26,8 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "tests@torch-scaffold.invalid",
 }
 TEMPLATE_FILES = ("copier.yml", "PRACTICES.md", "CHANGELOG.md", ".pre-commit-hooks.yaml")  # beside template/
+# The package torch-scaffold, which pre-commit and a generated project's CI install from the template repository.
+PACKAGE_FILES = ("pyproject.toml", "README.md", "generator")
 DEFAULT_ANSWERS = {"project_name": "X", "project_slug": "x", "package_name": "x_pkg"}
 # Seconds before a subprocess counts as hung. Only a true hang (a process that never exits) reaches it: a
 # loaded machine makes runs slower, never this slow (a generated project's whole suite took 8 min on a busy
@@ -83,11 +85,17 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def make_template_repo(dest: Path, tag: str = "v1") -> Path:
-    """Copy copier.yml, template/, migrations/ and the files they include into a fresh git repository tagged ``tag``."""
+def make_template_repo(dest: Path, tag: str = "v1", package: bool = False) -> Path:
+    """Copy copier.yml, template/, migrations/ and the files they include into a fresh git repository tagged ``tag``;
+    with ``package``, the package torch-scaffold too, as in this repository."""
     dest.mkdir(parents=True)
     for name in TEMPLATE_FILES:
         shutil.copy2(REPO / name, dest / name)
+    for name in PACKAGE_FILES if package else ():
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "template", dest / "template", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # copier.yml's _migrations run scripts from the template's own checkout.
     shutil.copytree(REPO / "migrations", dest / "migrations", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

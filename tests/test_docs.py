@@ -134,8 +134,8 @@ def test_the_readme_and_updating_md_agree_that_one_update_crosses_the_moves(proj
     tests/test_update_move_0_10.py shows one update crossing v0.10.0, and v0.2.0 with it: both say so."""
     readme = " ".join((REPO / "README.md").read_text().split())
     updating = " ".join((project / "docs" / "updating.md").read_text().split())
-    assert "A project crosses a move in one update, from any earlier release and across both moves at once" in readme
-    assert "One update crosses them, from any earlier version and across both at once" in updating
+    assert "A project crosses a move in one update, from any earlier release and across every move at once" in readme
+    assert "One update crosses them, from any earlier version and across all at once" in updating
     for text in (readme, updating):
         assert "--vcs-ref v0.10.0" not in text and "--vcs-ref v0.2.0" not in text
         assert "lists every moved file as renamed" in text or "lists each moved file as renamed" in text

@@ -123,25 +123,28 @@ def test_status_shows_versions_and_changed_template_files(drifted: Path) -> None
     result = scaffold("status", drifted)
     assert result.returncode == 1, result.stderr  # behind
     lines = result.stdout.splitlines()
-    assert lines[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {drifted}`)"
-    assert lines[2] == "template files changed in this project (4):"
-    changes = sorted(line.split() for line in lines[3:])
+    assert lines[1] == f"release:   {V1}, 1 release behind {V2}: run `torch-scaffold update {drifted}`"
+    answers = "model=simple_cnn optimizer=sgd image_size=64 precision=auto python_version=3.11 scheduler=cosine"
+    assert lines[2] == f"answers:   {answers}"
+    assert lines[3:5] == ["parts:     ci_workflow=on", "conflicts: none"]
+    assert lines[5] == "template files changed in this project (4):"
+    changes = sorted(line.split() for line in lines[6:-1])
     assert changes == [
         ["deleted", "src/x_pkg/legacy.py"],
         ["modified", "README.md"],
         ["modified", "configs/default.yaml"],
         ["modified", "pyproject.toml"],
     ]  # not the user's own module, nor models/extensions.py and configs/finetune.yaml, which the user owns
+    assert lines[-1] == "state:     behind"
 
 
 def test_status_of_an_untouched_newest_project(versioned_template: Path, tmp_path: Path) -> None:
     project = generate(versioned_template, tmp_path / "x", vcs_ref=V2)
     result = scaffold("status", project)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[1:] == [
-        f"version:  {V2} (newest)",
-        "template files changed in this project: none",
-    ]
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"release:   {V2} (newest)"
+    assert lines[4:] == ["conflicts: none", "template files changed in this project: none", "state:     newest"]
 
 
 @pytest.mark.parametrize("content", ["_src_path: [unclosed", "- just\n- a list\n"])
@@ -178,7 +181,9 @@ def test_a_project_made_from_a_relative_template_path_updates_from_inside(
 
     status = scaffold("status", ".", cwd=dest)
     assert status.returncode == 1, status.stderr  # behind
-    assert status.stdout.splitlines()[1] == f"version:  {V1} (newest: {V2}; run `torch-scaffold update {dest}`)"
+    assert (
+        status.stdout.splitlines()[1] == f"release:   {V1}, 1 release behind {V2}: run `torch-scaffold update {dest}`"
+    )
 
     plain = copier_cli("update", "--trust", "--defaults", cwd=dest)
     assert plain.returncode == 0, plain.stderr
@@ -209,18 +214,29 @@ def test_a_template_that_cannot_be_found_says_where_it_was_looked_for(
 def test_status_of_a_fleet_is_one_row_per_project_and_fails_when_one_is_behind(
     drifted: Path, versioned_template: Path, tmp_path: Path
 ) -> None:
-    newest = generate(versioned_template, tmp_path / "newest", vcs_ref=V2)
+    newest = generate(versioned_template, tmp_path / "newest", vcs_ref=V2, model="resnet18", optimizer="adamw",
+                      ci_workflow=False)  # fmt: skip
     result = scaffold("status", drifted, newest)
     assert result.returncode == 1, result.stderr
     print(result.stdout)  # the README shows this table
     header, *rows, summary = result.stdout.splitlines()
-    assert header.split() == ["project", "version", "newest", "drifted", "state"]
-    assert [row.split()[:5] for row in rows] == [
-        [str(drifted), V1, V2, "4", "behind:"],
-        [str(newest), V2, V2, "0", "newest"],
+    assert header.split() == [
+        "project",
+        "release",
+        "newest",
+        "behind",
+        "model",
+        "optimizer",
+        "parts",
+        "edited",
+        "state",
+    ]
+    assert [row.split()[:9] for row in rows] == [
+        [str(drifted), V1, V2, "1", "simple_cnn", "sgd", "ci_workflow", "4", "behind:"],
+        [str(newest), V2, V2, "0", "resnet18", "adamw", "-", "0", "newest"],
     ]
     assert rows[0].endswith(f"behind: torch-scaffold update {drifted}")
-    assert summary == "2 projects, 1 behind the newest template version"
+    assert summary == "2 projects: 1 newest, 1 behind, 0 conflict"
     assert scaffold("status", newest, newest).returncode == 0
 
 
@@ -231,7 +247,7 @@ def test_status_of_a_fleet_names_an_unreadable_project_and_goes_on(versioned_tem
     lines = result.stdout.splitlines()
     assert "error: " in lines[1] and "has no .copier-answers.yml" in lines[1]
     assert lines[2].split()[:4] == [str(newest), V2, V2, "0"]
-    assert lines[-1] == "2 projects, 0 behind the newest template version, 1 unreadable"
+    assert lines[-1] == "2 projects: 1 newest, 0 behind, 0 conflict, 1 error"
 
 
 def test_copier_answer_errors_are_one_line_but_our_bugs_keep_their_traceback(
