@@ -70,7 +70,7 @@ RULES = (
 
 def check(tree: ast.Module) -> list[Finding]:
     """Every rule's findings in one parsed file, in source order."""
-    src = Source(tree)
+    src = Source.of(tree)
     findings = set()
     for rule in RULES:
         for found in rule.find(src):

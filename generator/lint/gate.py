@@ -17,10 +17,12 @@ from functools import cache
 
 from torchfix import torchfix
 
-from .names import import_aliases, qualified
+from .names import qualified
+from .rules import Source
 
 # What each torchfix 0.7 rule needs in a file, beside the names read from torchfix itself (deprecated symbols,
-# non-public aliases): qualified names, prefixes (ending in "."), names imported by ``import``, attributes.
+# non-public aliases, the models that took ``pretrained``): qualified names, prefixes (ending in "."; none
+# today), names imported by ``import``, attributes.
 NEEDS: dict[str, dict[str, frozenset[str]]] = {
     "TorchExpm1Visitor": {"names": frozenset({"torch.exp"})},
     "TorchLog1pVisitor": {"names": frozenset({"torch.log"})},
@@ -28,7 +30,6 @@ NEEDS: dict[str, dict[str, frozenset[str]]] = {
     "TorchScopedLibraryVisitor": {"names": frozenset({"torch.library.Library"})},
     "TorchSynchronizedDataLoaderVisitor": {"names": frozenset({"torch.utils.data.DataLoader"})},
     "TorchUnsafeLoadVisitor": {"names": frozenset({"torch.load"})},
-    "TorchVisionDeprecatedPretrainedVisitor": {"prefixes": frozenset({"torchvision.models."})},
     "TorchVisionDeprecatedToTensorVisitor": {"names": frozenset({"torchvision.transforms.v2.ToTensor"})},
     "TorchVisionSingletonImportVisitor": {
         "imports": frozenset({"torchvision.datasets", "torchvision.models", "torchvision.transforms"})
@@ -55,6 +56,10 @@ class Needs:
                 self.names |= set(torchfix.construct_visitor(visitor).deprecated_config)
             elif name == "TorchNonPublicAliasVisitor":
                 self.names |= set(visitor.ALIASES)  # type: ignore[attr-defined]
+            elif name == "TorchVisionDeprecatedPretrainedVisitor":  # the models that had a pretrained argument
+                models = {model for model, _ in visitor.MODEL_WEIGHTS}  # type: ignore[attr-defined]
+                for module in ["", *(f"{sub}." for sub in visitor.MODEL_SUBMODULES)]:  # type: ignore[attr-defined]
+                    self.names |= {f"torchvision.models.{module}{model}" for model in models}
             elif name in NEEDS:
                 for kind, values in NEEDS[name].items():
                     getattr(self, kind).update(values)
@@ -62,19 +67,29 @@ class Needs:
                 self.everything = True
 
     def wanted(self, name: str | None) -> bool:
-        return bool(name) and (name in self.names or any(name.startswith(prefix) for prefix in self.prefixes))  # type: ignore[union-attr]
+        """A name a rule looks for, or one under a prefix, or the prefix's module itself (``tvm`` for
+        ``import torchvision.models as tvm``: what follows it is under the prefix)."""
+        if not name:
+            return False
+        return name in self.names or any(name.startswith(p) or name == p[:-1] for p in self.prefixes)
 
-    def met_by(self, tree: ast.AST) -> bool:
+    @property
+    def leaves(self) -> set[str]:
+        """The last part of every wanted name: an attribute ending otherwise cannot qualify to one."""
+        return {name.rpartition(".")[2] for name in self.names} | {p[:-1].rpartition(".")[2] for p in self.prefixes}
+
+    def met_by(self, tree: ast.Module) -> bool:
         """Whether ``tree`` mentions anything a selected rule looks for."""
         if self.everything:
             return True
-        nodes = list(ast.walk(tree))
-        aliases = import_aliases(nodes)
-        for node in nodes:
-            if isinstance(node, (ast.Name, ast.Attribute)):
-                if isinstance(node, ast.Attribute) and node.attr in self.attributes:
+        src = Source.of(tree)  # the walk and the imports our rules read anyway
+        aliases, leaves = src.aliases, self.leaves
+        for node in src.nodes:
+            if isinstance(node, ast.Name):
+                if self.wanted(aliases.get(node.id, node.id)):
                     return True
-                if self.wanted(qualified(node, aliases)):
+            elif isinstance(node, ast.Attribute):  # qualified only where its last part could end a wanted name
+                if node.attr in self.attributes or (node.attr in leaves and self.wanted(qualified(node, aliases))):
                     return True
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 if any(self.wanted(f"{node.module}.{alias.name}") for alias in node.names):
@@ -86,6 +101,7 @@ class Needs:
 
 @cache
 def needs(codes: frozenset[str]) -> Needs:
+    """One ``Needs`` a selection: torchfix's deprecated-symbol list is read once a process."""
     return Needs(codes)
 
 
@@ -93,7 +109,7 @@ def gated_checker(codes: frozenset[str]) -> type[torchfix.TorchChecker]:
     """torchfix's flake8 plugin, run only on files that mention something the rules in ``codes`` look for."""
 
     class GatedTorchChecker(torchfix.TorchChecker):
-        def __init__(self, tree: ast.AST, lines: list[str]) -> None:  # flake8 passes these by parameter name
+        def __init__(self, tree: ast.Module, lines: list[str]) -> None:  # flake8 passes these by parameter name
             if needs(codes).met_by(tree):
                 super().__init__(tree, lines)
             else:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, TypeGuard
+from weakref import WeakKeyDictionary
 
 from .names import import_aliases, qualified
 
@@ -80,6 +81,9 @@ class Finding(NamedTuple):
         return self.message.split(maxsplit=1)[0]
 
 
+PARSED: WeakKeyDictionary[ast.Module, Source] = WeakKeyDictionary()  # dropped with the tree it was made from
+
+
 class Scope(NamedTuple):
     node: ast.AST  # the module or a function
     visits: list[Visit]
@@ -102,6 +106,14 @@ class Source:
         for node in self.nodes:  # source order for top-level classes: a base precedes its subclasses
             if isinstance(node, ast.ClassDef) and any(self.is_module_class_name(base) for base in node.bases):
                 self.module_classes.add(node.name)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> Source:
+        """The one Source of a parsed file: flake8 hands the same tree to our rules and to torchfix's gate."""
+        source = PARSED.get(tree)
+        if source is None:
+            source = PARSED[tree] = cls(tree)
+        return source
 
     def name(self, node: ast.expr) -> str | None:
         return qualified(node, self.aliases)
