@@ -10,8 +10,10 @@ what torchfix finds on every file.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
+import types
 from pathlib import Path
 
 import pytest
@@ -302,3 +304,23 @@ def test_the_check_runs_only_the_plugins_it_reports(tmp_path: Path) -> None:
     checkers = app.plugins.checkers  # type: ignore[union-attr]
     assert {plugin.entry_name for plugin in checkers.tree} == {"TSC", "TOR"}
     assert checkers.logical_line == [] and checkers.physical_line == []
+
+
+def load_benchmark(name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_table_is_what_the_planted_mistakes_score() -> None:
+    """The README's "now" columns are benchmarks/lint_accuracy.py's score of this checkout, code by code."""
+    accuracy = load_benchmark("lint_accuracy")
+    rows = accuracy.score(accuracy.planted(FIXTURES), accuracy.findings(FIXTURES, None))
+    row = re.compile(r"^\| (TSC\d+|TOR\d+|all) \| (\d+) \| \d+ \| \d+ \| (\d+) \| (\d+) \|$", re.MULTILINE)
+    table = row.findall((REPO / "README.md").read_text())
+    assert table, "the README has no planted-mistakes table"
+    in_readme = {code: (int(planted), int(caught), int(false)) for code, planted, caught, false in table}
+    measured = {code: (row["planted"], row["caught"], row["false"]) for code, row in rows.items()}
+    assert {code: value for code, value in in_readme.items() if value != (0, 0, 0)} == measured
