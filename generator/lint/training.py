@@ -58,12 +58,10 @@ def models_built(src: Source) -> set[str]:
     }
 
 
-def switched(scope: Scope, model: str, position: tuple[int, int], evaluating_only: bool = False) -> bool:
+def switched(scope: Scope, model: str, position: tuple[int, int]) -> bool:
     """Whether ``model`` (or a module holding it: ``model`` for ``model.module``) was switched before ``position``."""
     return any(
-        switch.where < position
-        and (model == switch.model or model.startswith(switch.model + "."))
-        and (switch.is_eval or not evaluating_only)
+        switch.where < position and (model == switch.model or model.startswith(switch.model + "."))
         for switch in scope.switches
     )
 
