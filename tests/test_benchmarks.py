@@ -175,6 +175,26 @@ def test_first_start_quick(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
+def test_lint_speed_quick(tmp_path: Path) -> None:
+    """One check of the default project, exit 0 (it is clean), and the parts timed, the gate letting some through."""
+    figures = run_benchmark("lint_speed.py", tmp_path / "lint_speed.json")
+    assert isinstance(figures, dict)
+    ((wall, cpu, status),) = figures["runs"]["this checkout"]
+    assert wall > 0 and cpu > 0 and status == 0
+    parts = figures["parts"]
+    assert 0 < parts["files through the gate"] < parts["files"] and parts["torchfix, every file"] > 0
+
+
+@pytest.mark.bench
+def test_lint_accuracy_quick(tmp_path: Path) -> None:
+    """The planted mistakes scored: every code's planted count is caught plus missed."""
+    figures = run_benchmark("lint_accuracy.py", tmp_path / "lint_accuracy.json")
+    assert isinstance(figures, dict)
+    rows = figures["this checkout"]["rows"]
+    assert rows["all"]["planted"] > 20 and all(row["caught"] + row["missed"] == row["planted"] for row in rows.values())
+
+
+@pytest.mark.bench
 def test_large_photos_quick(tmp_path: Path) -> None:
     """Photos made from matplotlib's sample picture: the decode rates, small files, the generated cache fill."""
     report = run_benchmark("large_photos.py", tmp_path / "photos.json")

@@ -50,6 +50,29 @@ BAD = {
         "        correct += (model(x).argmax(1) == y).sum()\n"
         "    return correct\n"
     ),
+    "TSC109": (
+        "def validate(model, loader):\n"
+        "    with torch.no_grad():\n"
+        "        return [model(x).argmax(1) for x, _ in loader]\n"
+    ),
+    "TSC110": (
+        "def main():\n"
+        "    model = nn.Linear(2, 1)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    model(torch.ones(1, 2)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "\n\n"
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    ),
+    "TSC111": (
+        "def fit(model, loader, criterion):\n"
+        "    total_loss = 0.0\n"
+        "    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n"
+        "        total_loss += loss\n"
+        "    return total_loss\n"
+    ),
 }
 
 # The right way to do what each bad snippet does, and look-alikes the rule must leave alone.
@@ -134,6 +157,43 @@ GOOD = {
         "        model.eval()\n"
         "        evaluate(model, loader)\n"
     ),
+    "TSC109": (
+        "def validate(model, loader):\n"
+        "    model.eval()\n"
+        "    with torch.no_grad():\n"
+        "        return [model(x).argmax(1) for x, _ in loader]\n"
+        "\n\n"
+        "@torch.inference_mode()\n"
+        "def predict(net, loader):\n"
+        "    net.train(False)\n"
+        "    return [net(x) for x in loader]\n"
+    ),
+    "TSC110": (
+        "def main(seed):\n"
+        "    torch.manual_seed(seed)\n"
+        "    model = nn.Linear(2, 1)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    model(torch.ones(1, 2)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "\n\n"
+        "def train_step(model, optimizer, x):  # a module of training functions, not a script\n"
+        "    model(x).sum().backward()\n"
+        "    optimizer.step()\n"
+        "\n\n"
+        'if __name__ == "__main__":\n'
+        "    main(0)\n"
+    ),
+    "TSC111": (
+        "def fit(model, loader, criterion):\n"
+        "    total_loss, seen = 0.0, 0\n"
+        "    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n"
+        "        loss = loss + 0.1 * model.weight.abs().sum()  # this step's loss, not a sum across steps\n"
+        "        loss.backward()\n"
+        "        total_loss += loss.item() * x.shape[0]\n"
+        "        seen = seen + x.shape[0]\n"
+        "    return total_loss / seen\n"
+    ),
 }
 
 
@@ -198,7 +258,8 @@ def test_run_check_exit_status_and_summary(planted: Path, tmp_path: Path, capsys
     clean.write_text(HEADER + GOOD["TSC104"])
     assert run_check(planted) == 1
     summary = capsys.readouterr().out.splitlines()[-1]
-    assert all(f"{code}: 1" in summary for code in BAD) and "TOR102: 1" in summary
+    assert all(f"{code}: 1" in summary for code in BAD)
+    assert "TOR102" not in summary  # the unsafe torch.load is one finding: TSC104's
     assert run_check(clean.parent) == 0
     assert capsys.readouterr().out == "torch-scaffold check: no findings\n"
 

@@ -14,10 +14,10 @@ import ast
 CONVENTIONAL = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
 
 
-def import_aliases(tree: ast.AST) -> dict[str, str]:
-    """Local name -> dotted name it was imported as, from every import in the file."""
+def import_aliases(nodes: list[ast.AST]) -> dict[str, str]:
+    """Local name -> dotted name it was imported as, from every import among a file's nodes (``ast.walk``)."""
     aliases = dict(CONVENTIONAL)
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:

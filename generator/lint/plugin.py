@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterator
 
 from .. import __version__
-from .rules import check
+from .catalog import check
 
 
 class PracticesChecker:

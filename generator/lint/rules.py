@@ -1,7 +1,8 @@
 """The anti-patterns at the end of PRACTICES.md, one small ``ast`` check each.
 
 Every rule is a generator over a parsed file that yields the nodes it objects
-to; ``RULES`` gives each its code and a message citing the practice. The
+to (or a ``Hit``: a node with a message naming what that line lacks);
+``catalog.RULES`` gives each its code and a message citing the practice. The
 checks read syntax only, so each one is a heuristic whose limits its docstring
 states: they aim to stay silent on correct code (a false alarm teaches people
 to ignore the linter) more than to catch every spelling of a mistake.
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple, TypeGuard
+from weakref import WeakKeyDictionary
 
 from .names import import_aliases, qualified
 
@@ -49,10 +52,23 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictCo
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+class Switch(NamedTuple):
+    where: tuple[int, int]  # (line, column), comparable with a call's
+    model: str  # as written: ``model``, ``self.net``
+    is_eval: bool
+
+
 class Visit(NamedTuple):
     node: ast.AST
     no_grad: bool  # inside ``with torch.no_grad()`` or a function decorated with it
     loop: ast.AST | None  # the innermost loop around the node
+
+
+class Hit(NamedTuple):
+    """A finding whose message says more than the rule's: what exactly is missing on that line."""
+
+    node: ast.AST
+    message: str
 
 
 class Finding(NamedTuple):
@@ -65,6 +81,15 @@ class Finding(NamedTuple):
         return self.message.split(maxsplit=1)[0]
 
 
+PARSED: WeakKeyDictionary[ast.Module, Source] = WeakKeyDictionary()  # dropped with the tree it was made from
+
+
+class Scope(NamedTuple):
+    node: ast.AST  # the module or a function
+    visits: list[Visit]
+    switches: list[Switch]  # in source order
+
+
 @dataclass
 class Source:
     """A parsed file with what every rule needs: import aliases and the nn.Module subclasses it defines."""
@@ -72,13 +97,23 @@ class Source:
     tree: ast.Module
     aliases: dict[str, str] = field(init=False)
     module_classes: set[str] = field(init=False)
+    nodes: list[ast.AST] = field(init=False)  # every node, walked once: each rule reads this list
 
     def __post_init__(self) -> None:
-        self.aliases = import_aliases(self.tree)
+        self.nodes = list(ast.walk(self.tree))
+        self.aliases = import_aliases(self.nodes)
         self.module_classes = set()
-        for node in ast.walk(self.tree):  # source order for top-level classes: a base precedes its subclasses
+        for node in self.nodes:  # source order for top-level classes: a base precedes its subclasses
             if isinstance(node, ast.ClassDef) and any(self.is_module_class_name(base) for base in node.bases):
                 self.module_classes.add(node.name)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> Source:
+        """The one Source of a parsed file: flake8 hands the same tree to our rules and to torchfix's gate."""
+        source = PARSED.get(tree)
+        if source is None:
+            source = PARSED[tree] = cls(tree)
+        return source
 
     def name(self, node: ast.expr) -> str | None:
         return qualified(node, self.aliases)
@@ -97,10 +132,24 @@ class Source:
         name = self.name(node.func) or ""
         return self.is_module_class_name(node.func) or name.startswith("torchvision.models.")
 
-    def calls(self) -> Iterator[tuple[ast.Call, str]]:
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and (name := self.name(node.func)):
-                yield node, name
+    def calls(self) -> list[tuple[ast.Call, str]]:
+        """Every call of a dotted name, with that name as imported (``th.load(...)`` -> ``torch.load``)."""
+        return self.named_calls
+
+    @cached_property
+    def named_calls(self) -> list[tuple[ast.Call, str]]:
+        return [(node, name) for node in self.nodes if isinstance(node, ast.Call) and (name := self.name(node.func))]
+
+    @cached_property
+    def scopes(self) -> list[Scope]:
+        """The module and each function, with their nodes in grad context and loop, and their mode switches."""
+        functions = [node for node in self.nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        found = []
+        for scope in [self.tree, *functions]:
+            decorated = any(is_no_grad(self, decorator) for decorator in getattr(scope, "decorator_list", []))
+            visits = list(walk_scope(self, scope, decorated, None))
+            found.append(Scope(scope, visits, mode_switches(visits)))
+        return found
 
 
 def receiver(node: ast.expr) -> ast.expr:
@@ -126,9 +175,9 @@ def self_attribute(target: ast.expr) -> str | None:
     return None
 
 
-def assignments(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr]]:
-    """(target, value) of every ``a = v`` and ``a: T = v`` under ``node``."""
-    for child in ast.walk(node):
+def assignments(node: ast.AST | list[ast.AST]) -> Iterator[tuple[ast.expr, ast.expr]]:
+    """(target, value) of every ``a = v`` and ``a: T = v`` under ``node`` (or among a list of walked nodes)."""
+    for child in node if isinstance(node, list) else ast.walk(node):
         if isinstance(child, ast.Assign):
             for target in child.targets:
                 yield target, child.value
@@ -138,7 +187,7 @@ def assignments(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr]]:
 
 def module_inits(src: Source) -> Iterator[tuple[ast.ClassDef, ast.FunctionDef]]:
     """Every nn.Module subclass in the file with its ``__init__``."""
-    for node in ast.walk(src.tree):
+    for node in src.nodes:
         if isinstance(node, ast.ClassDef) and node.name in src.module_classes:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "__init__":
@@ -152,10 +201,10 @@ def dot_data(src: Source) -> Iterator[ast.AST]:
     """
     data_sets = {
         target.id
-        for target, value in assignments(src.tree)
+        for target, value in assignments(src.nodes)
         if isinstance(target, ast.Name) and is_data_set_call(src, value)
     }
-    for node in ast.walk(src.tree):
+    for node in src.nodes:
         if isinstance(node, ast.Attribute) and node.attr == "data":
             made_by = node.value.func if isinstance(node.value, ast.Call) else node.value  # load_config(...).data
             owner = last_identifier(made_by).lower()
@@ -180,24 +229,31 @@ def legacy_constructor(src: Source) -> Iterator[ast.AST]:
 
 def cuda_call(src: Source) -> Iterator[ast.AST]:
     """Any ``X.cuda(...)`` call; ``torch.cuda.*`` functions are not calls of a ``cuda`` method."""
-    for node in ast.walk(src.tree):
+    for node in src.nodes:
         if is_method_call(node, "cuda") and src.name(node.func.value) != "torch":  # type: ignore[attr-defined]
             yield node
 
 
-def unsafe_load(src: Source) -> Iterator[ast.AST]:
-    """``torch.load`` without ``map_location`` (keyword or 2nd argument) or without ``weights_only=True``.
+def unsafe_load(src: Source) -> Iterator[Hit]:
+    """``torch.load`` without ``map_location`` (keyword or 2nd argument) or without ``weights_only=True``;
+    the message names only what the call lacks.
 
-    A call with ``**kwargs`` is trusted: what it passes cannot be read from the syntax.
+    A call with ``**kwargs`` is trusted, and so is ``weights_only=<an expression>``: what they pass cannot be
+    read from the syntax, and the choice is written where a reviewer sees it. torchfix's TOR102 (no
+    ``weights_only``) says less than this rule, so ``torch-scaffold check`` leaves it out.
     """
     for call, name in src.calls():
         if name != "torch.load" or any(keyword.arg is None for keyword in call.keywords):
             continue
         keywords = {keyword.arg: keyword.value for keyword in call.keywords}
         weights_only = keywords.get("weights_only")
-        has_map_location = "map_location" in keywords or len(call.args) >= 2
-        if not has_map_location or not (isinstance(weights_only, ast.Constant) and weights_only.value is True):
-            yield call
+        missing = []
+        if "map_location" not in keywords and len(call.args) < 2:
+            missing.append("map_location")
+        if weights_only is None or (isinstance(weights_only, ast.Constant) and weights_only.value is not True):
+            missing.append("weights_only=True")
+        if missing:
+            yield Hit(call, f"torch.load needs {' and '.join(missing)} (P7)")
 
 
 def whole_module_save(src: Source) -> Iterator[ast.AST]:
@@ -212,7 +268,7 @@ def whole_module_save(src: Source) -> Iterator[ast.AST]:
     """
     built = {
         target.id
-        for target, value in assignments(src.tree)
+        for target, value in assignments(src.nodes)
         if isinstance(target, ast.Name) and src.is_module_call(value)
     }
     for call, name in src.calls():
@@ -325,7 +381,7 @@ def unregistered_tensor(src: Source) -> Iterator[ast.AST]:
     passed to ``register_buffer`` anywhere in the file are skipped, and so are subclasses of torch's own layers
     (``nn.BatchNorm2d`` registers buffers this file does not show).
     """
-    buffers = {name for call in ast.walk(src.tree) if (name := buffer_name(call))}
+    buffers = {name for call in src.nodes if (name := buffer_name(call))}
     for cls, init in module_inits(src):
         if any(is_torch_layer(src.name(base)) for base in cls.bases):
             continue
@@ -352,29 +408,35 @@ def is_no_grad(src: Source, node: ast.expr) -> bool:
 
 
 def walk_scope(src: Source, node: ast.AST, no_grad: bool, loop: ast.AST | None) -> Iterator[Visit]:
-    """Each node of one function (not of functions nested in it) with its grad context and innermost loop."""
-    for child in ast.iter_child_nodes(node):
+    """Each node of one function (not of functions nested in it) with its grad context and innermost loop.
+
+    An explicit stack rather than recursion: nested generators cost more than the rules themselves."""
+    stack = [(child, no_grad, loop) for child in reversed(list(ast.iter_child_nodes(node)))]
+    while stack:
+        child, grad_off, inside = stack.pop()
         if isinstance(child, SCOPES):
             continue
-        yield Visit(child, no_grad, loop)
-        inner = no_grad
+        yield Visit(child, grad_off, inside)
+        inner = grad_off
         if isinstance(child, (ast.With, ast.AsyncWith)):
-            inner = no_grad or any(is_no_grad(src, item.context_expr) for item in child.items)
-        yield from walk_scope(src, child, inner, child if isinstance(child, LOOPS) else loop)
+            inner = grad_off or any(is_no_grad(src, item.context_expr) for item in child.items)
+        below = child if isinstance(child, LOOPS) else inside
+        stack.extend((grandchild, inner, below) for grandchild in reversed(list(ast.iter_child_nodes(child))))
 
 
-def mode_switches(visits: list[Visit]) -> list[tuple[tuple[int, int], str, bool]]:
-    """(position, model as written, is eval) for each ``m.eval()``, ``m.train()``, ``m.train(False)``,
-    and ``m = expr.eval()``, which makes ``m`` an evaluating model from there on."""
+def mode_switches(visits: list[Visit]) -> list[Switch]:
+    """Each ``m.eval()``, ``m.train()``, ``m.train(False)``, ``m.train(mode=False)`` (a mode that is not a
+    constant counts as training), and ``m = expr.eval()``, which makes ``m`` an evaluating model from there on."""
     switches = []
     for visit in visits:
         node = visit.node
         if is_method_call(node, "eval", "train"):
-            off = node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is False
+            mode = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            off = isinstance(mode, ast.Constant) and mode.value is False
             model = ast.unparse(receiver(node.func.value))
-            switches.append(((node.lineno, node.col_offset), model, node.func.attr == "eval" or bool(off)))
+            switches.append(Switch((node.lineno, node.col_offset), model, node.func.attr == "eval" or off))
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and is_method_call(node.value, "eval"):
-            switches.append(((node.lineno, node.col_offset), ast.unparse(node.targets[0]), True))
+            switches.append(Switch((node.lineno, node.col_offset), ast.unparse(node.targets[0]), True))
     return sorted(switches)
 
 
@@ -385,60 +447,13 @@ def eval_loop(src: Source) -> Iterator[ast.AST]:
     The model is matched by spelling: ``model.eval()`` then ``model(x)``; ``self.model.to(d).eval()`` then
     ``self.model(x)``; ``net = build().eval()`` then ``net(x)``. Reported once, at the innermost loop.
     """
-    scopes: list[ast.AST] = [src.tree]
-    scopes += [node for node in ast.walk(src.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for scope in scopes:
-        decorated = any(is_no_grad(src, decorator) for decorator in getattr(scope, "decorator_list", []))
-        visits = list(walk_scope(src, scope, decorated, None))
-        switches = mode_switches(visits)
+    for scope in src.scopes:
         reported: set[int] = set()
-        for node, no_grad, loop in visits:
+        for node, no_grad, loop in scope.visits:
             if no_grad or loop is None or id(loop) in reported or not isinstance(node, ast.Call):
                 continue
             model, position = ast.unparse(node.func), (node.lineno, node.col_offset)
-            before = [is_eval for where, switched, is_eval in switches if switched == model and where < position]
+            before = [switch.is_eval for switch in scope.switches if switch.model == model and switch.where < position]
             if before and before[-1]:
                 reported.add(id(loop))
                 yield loop
-
-
-@dataclass(frozen=True)
-class Rule:
-    code: str
-    message: str
-    find: Callable[[Source], Iterator[ast.AST]]
-
-
-RULES = (
-    Rule("TSC101", ".data bypasses autograd; use .detach() (P5)", dot_data),
-    Rule(
-        "TSC102",
-        "legacy tensor constructor; use torch.as_tensor/torch.from_numpy, or torch.tensor with a dtype (P2)",
-        legacy_constructor,
-    ),
-    Rule("TSC103", ".cuda() call; choose one torch.device and move with .to(device) (P6)", cuda_call),
-    Rule("TSC104", "torch.load needs map_location and weights_only=True (P7)", unsafe_load),
-    Rule("TSC105", "torch.save of a whole module pickles it; save its state_dict() (P7)", whole_module_save),
-    Rule(
-        "TSC106",
-        "Python list or dict of modules is not registered; use nn.ModuleList or nn.ModuleDict (P4)",
-        module_list,
-    ),
-    Rule(
-        "TSC107",
-        "tensor attribute set in __init__ does not follow .to() nor enter state_dict; use register_buffer (P9)",
-        unregistered_tensor,
-    ),
-    Rule("TSC108", "loop calls a model after .eval() without torch.no_grad()/inference_mode() (P11)", eval_loop),
-)
-
-
-def check(tree: ast.Module) -> list[Finding]:
-    """Every rule's findings in one parsed file, in source order."""
-    src = Source(tree)
-    findings = {
-        Finding(node.lineno, node.col_offset, f"{rule.code} {rule.message}")  # type: ignore[attr-defined]
-        for rule in RULES
-        for node in rule.find(src)
-    }
-    return sorted(findings)
