@@ -267,10 +267,16 @@ class TrainConfig:
     )
     accumulate_steps: int = option(1, "batches whose gradients add up before one optimizer step", bounds="(0, inf)")
     early_stopping_patience: int = option(
-        0, "stop after this many epochs without val_acc improving; 0 never stops", bounds="[0, inf)"
+        0, "stop after this many epochs without train.best_metric improving; 0 never stops", bounds="[0, inf)"
     )
     early_stopping_min_delta: float = option(
-        0.0, "the least rise of val_acc that counts as improving", bounds="[0, inf)"
+        0.0, "the least change of train.best_metric that counts as improving", bounds="[0, inf)"
+    )
+    best_metric: str = option(
+        "val_acc", "the metrics.jsonl column that chooses best.pt: val_acc, val_loss, or val_<name> of your metrics"
+    )
+    best_mode: str = option(
+        "max", "max | min: whether a higher or a lower train.best_metric is better", choices=("max", "min")
     )
     sync_batchnorm: bool = option(False, "under DDP on GPUs: batch-norm statistics over every process's batch")
     collective_timeout: float = option(
@@ -396,4 +402,21 @@ def joint_problems(config: Config) -> list[str]:
             f"model.unfreeze_at_epoch {model.unfreeze_at_epoch} unfreezes a backbone that is not frozen: "
             "set model.freeze_backbone: true (frozen until then), or model.unfreeze_at_epoch: 0"
         )
-    return problems
+    return problems + best_problems(config.train)
+
+
+def best_problems(train: TrainConfig) -> list[str]:
+    """train.best_metric names a validation column, in the direction that means better (val_loss falls)."""
+    metric, mode = train.best_metric, train.best_mode
+    if not metric.startswith("val_") or metric == "val_":
+        return [
+            f"train.best_metric is {metric!r}: name a validation column of metrics.jsonl, such as val_acc, "
+            "val_loss or val_<name> of a metric from models/extensions.py's extra_metrics"
+        ]
+    if (metric, mode) in (("val_loss", "max"), ("val_acc", "min")):
+        better = "min" if metric == "val_loss" else "max"
+        return [
+            f"train.best_metric {metric} with train.best_mode {mode} keeps the worst epoch: "
+            f"set train.best_mode={better}"
+        ]
+    return []

@@ -22,6 +22,7 @@ from ..core.config import TrainConfig
 from ..core.device import Compute
 from ..core.distributed import World, sum_across
 from ..core.progress import bar
+from .metrics import added_metrics, computed, update_metrics
 
 
 @dataclass
@@ -165,13 +166,17 @@ def evaluate(
     progress: bool = False,
     per_sample: bool = False,
 ) -> dict[str, Any]:
-    """Loss, top-1 accuracy, per-class accuracy and the confusion matrix.
+    """Loss, top-1 accuracy, per-class accuracy, the confusion matrix, and the metrics you add (``metrics``).
 
     Pass the plain model under DDP: the wrapper's forward would wait for the
     other processes, which may hold a different number of evaluation batches.
     ``per_sample`` (the evaluate command, not training's validation) also keeps each sample's loss, predicted
     class and that class's probability, in loader order (``samples``): where the model fails, file by file.
+    ``metrics``: each of ``models/extensions.py``'s ``extra_metrics`` by name, made fresh for this pass and
+    computed over every process's batches (torchmetrics adds up their states): a number or one per class.
     """
+    distributed = world is not None and world.distributed
+    metrics = added_metrics(num_classes, compute.device, distributed)  # fresh: nothing carries over between passes
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=compute.device)
     # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the
@@ -185,6 +190,7 @@ def evaluate(
                 logits = model(images)
             loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
             codes.append(targets * num_classes + logits.argmax(1))
+            update_metrics(metrics, logits.float(), targets)
             if per_sample:
                 kept.append(sample_results(logits, targets))
     confusion = torch.bincount(torch.cat(codes), minlength=num_classes**2)  # a normal tensor: summed in place below
@@ -200,6 +206,7 @@ def evaluate(
         "per_class_acc": per_class.tolist(),
         "confusion": matrix,
         "count": total,
+        "metrics": computed(metrics, num_classes),  # every process computes them: each compute is a collective
     }
     if per_sample:
         rows = torch.cat(kept).cpu() if kept else torch.zeros(0, 3)

@@ -34,6 +34,7 @@ from ..data.shards import PackedFiles, PackedFolder, is_packed, packed_loader, p
 from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
+from .metrics import format_metrics
 
 
 @dataclasses.dataclass
@@ -105,9 +106,12 @@ def run_evaluate(
     return result
 
 
-def format_report(result: dict[str, Any]) -> str:
-    """The totals; per-class accuracy is the recall column of the table that follows, so it is printed once."""
-    return f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+def format_report(result: dict[str, Any], classes: Sequence[str] = ()) -> str:
+    """The totals, and a line of the metrics models/extensions.py adds; per-class accuracy is the recall column of
+    the table that follows, so it is printed once."""
+    totals = f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+    added = format_metrics(result.get("metrics", {}), classes)
+    return f"{totals}\n{added}" if added else totals
 
 
 def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[Path, PackedFiles | None]]:

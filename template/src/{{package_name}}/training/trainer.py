@@ -55,6 +55,7 @@ from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .freezing import frozen_in, frozen_later, set_frozen
 from .holdout import evaluate_when_done
+from .metrics import best_value, check_best_metric, metric_columns
 from .optim import build_optimizer, build_scheduler
 from .preemption import AgreedStop, GracefulStop, Preempted, hold_stop_signals
 from .preflight import check_before_data
@@ -157,6 +158,7 @@ class Trainer:
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
         self.classes = list(train_set.classes)
+        check_best_metric(cfg.train.best_metric, len(self.classes), self.classes)  # a typo ends now, not after an epoch
         self.batches = TrainingBatches.build(data, cfg.data, cfg.train.seed, self.world, self.compute)
         self.val_loader = build_loader(
             val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
@@ -279,11 +281,13 @@ class Trainer:
             **totals.summed(self.world).means(),
             "val_loss": val["val_loss"],
             "val_acc": val["val_acc"],
+            **metric_columns(val["metrics"], "val", self.classes),  # yours: models/extensions.py's extra_metrics
             "lr": self.last_lr(),
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
         }
-        is_best = progress.record(val["val_acc"], val["val_loss"], self.cfg.train.early_stopping_min_delta)
+        chosen = best_value(row, self.cfg.train.best_metric)
+        is_best = progress.record(chosen, val["val_loss"], self.cfg.train.early_stopping_min_delta)
         reason = self.early_stop_reason(progress)
         if reason:
             row["stop_reason"] = reason
