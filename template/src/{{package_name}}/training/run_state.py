@@ -17,9 +17,9 @@ global_step        optimizer steps since the run began                         `
 best_metric        the best value of train.best_metric so far: best.pt's       ``Progress.best_metric``
                    (None before the first epoch ends)
 best_val_loss      best.pt's val_loss: a tie on best_metric goes to the lower  ``Progress.best_loss``
+bad_epochs         epochs without improvement (early stopping)                 ``Progress.bad_epochs``
 best_by            the column and direction that chose best_metric, e.g.       ``Progress.best_by``; another
                    ``val_acc max`` (train.best_metric, train.best_mode)        choice starts the best over
-bad_epochs         epochs without improvement (early stopping)                 ``Progress.bad_epochs``
 epoch_totals       mid-epoch only: every process's running sums and the        ``Progress.totals`` (this
                    layout they mean something in; None at an epoch's end       process's share)
 model_ema          ``train.ema_decay``: the weights' average, else None        ``RunParts.ema``

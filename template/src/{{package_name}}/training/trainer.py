@@ -281,7 +281,7 @@ class Trainer:
             **totals.summed(self.world).means(),
             "val_loss": val["val_loss"],
             "val_acc": val["val_acc"],
-            **metric_columns(val["metrics"], "val", self.classes),  # yours: models/extensions.py's extra_metrics
+            **metric_columns(val.get("metrics", {}), "val", self.classes),  # yours: models/extensions.py's extra_metrics
             "lr": self.last_lr(),
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
