@@ -133,6 +133,9 @@ class DataConfig:
     random_erasing: float = option(
         0.0, "probability of erasing a random rectangle of each training image", bounds="[0, 1]"
     )
+    extra_train_transforms: bool = option(
+        True, "apply models/extensions.py's extra_train_transforms(); false: the template's augmentation alone"
+    )
     sampler: str = option(
         "uniform",
         "uniform: each image once per epoch | balanced: classes drawn equally often",
@@ -271,6 +274,9 @@ class TrainConfig:
     )
     early_stopping_min_delta: float = option(
         0.0, "the least change of train.best_metric that counts as improving", bounds="[0, inf)"
+    )
+    extra_metrics: bool = option(
+        True, "compute models/extensions.py's extra_metrics() at every validation; false: val_loss and val_acc alone"
     )
     best_metric: str = option(
         "val_acc", "the metrics.jsonl column that chooses best.pt: val_acc, val_loss, or val_<name> of your metrics"

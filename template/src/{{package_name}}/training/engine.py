@@ -165,6 +165,7 @@ def evaluate(
     world: World | None = None,
     progress: bool = False,
     per_sample: bool = False,
+    extra_metrics: bool = True,
 ) -> dict[str, Any]:
     """Loss, top-1 accuracy, per-class accuracy, the confusion matrix, and the metrics you add (``metrics``).
 
@@ -172,11 +173,13 @@ def evaluate(
     other processes, which may hold a different number of evaluation batches.
     ``per_sample`` (the evaluate command, not training's validation) also keeps each sample's loss, predicted
     class and that class's probability, in loader order (``samples``): where the model fails, file by file.
-    ``metrics``: each of ``models/extensions.py``'s ``extra_metrics`` by name, made fresh for this pass and
-    computed over every process's batches (torchmetrics adds up their states): a number or one per class.
+    ``metrics``: each of ``models/extensions.py``'s ``extra_metrics`` by name (with ``extra_metrics``, which
+    ``train.extra_metrics`` sets), made fresh for this pass and computed over every process's batches (torchmetrics
+    adds up their states): a number or one per class.
     """
     distributed = world is not None and world.distributed
-    metrics = added_metrics(num_classes, compute.device, distributed)  # fresh: nothing carries over between passes
+    # Fresh for this pass: nothing carries over between passes, so nothing of them is in a checkpoint.
+    metrics = added_metrics(num_classes, compute.device, distributed) if extra_metrics else {}
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=compute.device)
     # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the

@@ -99,7 +99,16 @@ def run_evaluate(
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
-    result = evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress, per_sample=per_sample)
+    extra = cfg.train.extra_metrics  # models/extensions.py's metrics, unless the config turns them off
+    result = evaluate(
+        loaded.model,
+        loader,
+        compute,
+        len(loaded.classes),
+        progress=progress,
+        per_sample=per_sample,
+        extra_metrics=extra,
+    )
     if per_sample:
         result["samples"]["target"] = torch.as_tensor(dataset.targets, dtype=torch.long)
         result["dataset"] = dataset

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..core.config import TrainConfig
 from ..core.errors import UserError
 from ..core.optional import install_hint, require
 from ..models import extensions
@@ -121,17 +122,18 @@ def format_metrics(values: dict[str, float | list[float]], classes: Sequence[str
     return "metrics: " + "  ".join(parts) if parts else ""
 
 
-def check_best_metric(best_metric: str, num_classes: int, classes: Sequence[str]) -> None:
+def check_best_metric(train: TrainConfig, num_classes: int, classes: Sequence[str]) -> None:
     """At a run's start: train.best_metric names a column the run will write (and the hook keeps its contract)."""
+    best_metric = train.best_metric
     if best_metric in ("val_acc", "val_loss"):
         return
-    names = added_metrics(num_classes, torch.device("cpu"), distributed=False)
+    names = added_metrics(num_classes, torch.device("cpu"), distributed=False) if train.extra_metrics else {}
     columns = [f"val_{name}" for name in names] + [f"val_{name}/{label}" for name in names for label in classes]
     if best_metric not in columns:
         yours = f", or one of your metrics: val_{', val_'.join(names)}" if names else ""
         raise UserError(
             f"train.best_metric is {best_metric}, which no validation computes: choose val_acc or val_loss{yours} "
-            "(models/extensions.py's extra_metrics adds metrics)"
+            "(models/extensions.py's extra_metrics adds metrics; train.extra_metrics: false turns them off)"
         )
 
 

@@ -158,7 +158,7 @@ class Trainer:
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)
         self.classes = list(train_set.classes)
-        check_best_metric(cfg.train.best_metric, len(self.classes), self.classes)  # a typo ends now, not after an epoch
+        check_best_metric(cfg.train, len(self.classes), self.classes)  # a typo ends now, not after an epoch
         self.batches = TrainingBatches.build(data, cfg.data, cfg.train.seed, self.world, self.compute)
         self.val_loader = build_loader(
             val_set, cfg.data, cfg.train.seed, device, train=False, world=self.world, persistent=True
@@ -274,14 +274,21 @@ class Trainer:
         """Validate, then write the metrics row, the checkpoint, and the other outputs; returns the row."""
         # Every process evaluates with rank 0's batch-norm statistics: the ones the checkpoint will hold.
         sync_buffers(self.evaluated, self.world)
-        val = evaluate(self.evaluated, self.val_loader, self.compute, len(self.classes), world=self.world)
+        val = evaluate(
+            self.evaluated,
+            self.val_loader,
+            self.compute,
+            len(self.classes),
+            world=self.world,
+            extra_metrics=self.cfg.train.extra_metrics,
+        )
         row = {
             "epoch": progress.epoch,
             "global_step": progress.step,
             **totals.summed(self.world).means(),
             "val_loss": val["val_loss"],
             "val_acc": val["val_acc"],
-            **metric_columns(val.get("metrics", {}), "val", self.classes),  # yours: models/extensions.py's extra_metrics
+            **metric_columns(val.get("metrics", {}), "val", self.classes),  # models/extensions.py's extra_metrics
             "lr": self.last_lr(),
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
