@@ -10,6 +10,7 @@ the project's own tests of that part fail.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ ROWS = {  # row of the table -> the files it names (checked against the README, 
         "docs/config.md",
     ],
     "a new augmentation": ["models/extensions.py", "data/folders.py", "data/augment.py"],
+    "a new metric": ["models/extensions.py"],
     "a new logger with its own run": ["outputs/writers.py"],
     "a new checkpoint field": ["training/run_state.py"],
     "a new config key": ["core/config.py", "configs/default.yaml", "docs/config.md"],
@@ -65,6 +67,10 @@ class OurLog(Output):
         with open(os.path.join(os.environ["OURS_DIR"], "log"), "a") as seen:
             seen.write(f"{run_id}\\n")
 '''
+OUR_METRIC = """    from torchmetrics.classification import MulticlassF1Score
+
+    return {"our_f1": MulticlassF1Score(num_classes, average="macro")}
+"""
 OUR_COMMAND = '''"""Ours: the hello command."""
 
 
@@ -120,7 +126,9 @@ def make_every_change(project: Path) -> None:
     edit(extensions, "    return []", "    return [Touched('extensions')]\n", after=False)
     folders = src / "data" / "folders.py"
     folders.write_text(folders.read_text() + TOUCHED)
-    edit(folders, "*extensions.extra_train_transforms(),  # yours", "            Touched('build_transform'),\n")
+    edit(folders, "extensions.extra_train_transforms() if", "            Touched('build_transform'),\n")
+    # A new metric: models/extensions.py, a torchmetrics object by name.
+    edit(extensions, "    return {}", OUR_METRIC, after=False)
     # A new logger with its own run id: outputs/writers.py.
     writers = src / "outputs" / "writers.py"
     writers.write_text(writers.read_text() + OUR_LOG)
@@ -229,6 +237,17 @@ def test_an_augmentation_in_each_named_place_runs_on_the_default_settings(change
     for place in ("extensions", "build_transform"):
         assert (ours / place).is_file() and len((ours / place).read_text()) >= 24, place  # every training image
     assert "per-sample path" in out  # the batch path would have skipped them: the run says which path it took
+
+
+def test_a_new_metric_reaches_metrics_jsonl_and_can_choose_best_pt(
+    changed: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    project, _, _ = changed
+    rows = [json.loads(line) for line in (project / "runs" / "ours" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["epoch"] for row in rows] == [1, 2] and all(0 <= row["val_our_f1"] <= 1 for row in rows)
+    # The finished run, asked to choose by it: nothing left to train, and the note that its best starts over.
+    chosen = train(project, tmp_path, "--set", "train.best_metric=val_our_f1", "--resume", "auto")
+    assert "best.pt was chosen by val_acc max, from here by val_our_f1 max" in chosen.stdout
 
 
 def test_a_new_logger_keeps_its_own_run_across_a_resume(changed: tuple[Path, Path, str]) -> None:
