@@ -163,9 +163,9 @@ def evaluate(
     compute: Compute,
     num_classes: int,
     world: World | None = None,
+    extra_metrics: bool = True,
     progress: bool = False,
     per_sample: bool = False,
-    extra_metrics: bool = True,
 ) -> dict[str, Any]:
     """Loss, top-1 accuracy, per-class accuracy, the confusion matrix, and the metrics you add (``metrics``).
 

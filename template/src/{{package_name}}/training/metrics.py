@@ -98,6 +98,13 @@ def computed(metrics: dict[str, Any], num_classes: int) -> dict[str, float | lis
     return values
 
 
+def validation_columns(val: dict[str, Any], classes: Sequence[str]) -> dict[str, float]:
+    """An evaluation's part of an epoch's row: val_loss, val_acc, then the added metrics (an evaluate that a test
+    replaced may leave out ``metrics``)."""
+    added = metric_columns(val.get("metrics", {}), "val", classes)
+    return {"val_loss": val["val_loss"], "val_acc": val["val_acc"], **added}
+
+
 def metric_columns(values: dict[str, float | list[float]], split: str, classes: Sequence[str]) -> dict[str, float]:
     """The added metrics as columns of a row: ``<split>_<name>``, or ``<split>_<name>/<class>`` for per-class values."""
     columns: dict[str, float] = {}
@@ -122,12 +129,12 @@ def format_metrics(values: dict[str, float | list[float]], classes: Sequence[str
     return "metrics: " + "  ".join(parts) if parts else ""
 
 
-def check_best_metric(train: TrainConfig, num_classes: int, classes: Sequence[str]) -> None:
+def check_best_metric(train: TrainConfig, classes: Sequence[str]) -> None:
     """At a run's start: train.best_metric names a column the run will write (and the hook keeps its contract)."""
     best_metric = train.best_metric
     if best_metric in ("val_acc", "val_loss"):
         return
-    names = added_metrics(num_classes, torch.device("cpu"), distributed=False) if train.extra_metrics else {}
+    names = added_metrics(len(classes), torch.device("cpu"), distributed=False) if train.extra_metrics else {}
     columns = [f"val_{name}" for name in names] + [f"val_{name}/{label}" for name in names for label in classes]
     if best_metric not in columns:
         yours = f", or one of your metrics: val_{', val_'.join(names)}" if names else ""

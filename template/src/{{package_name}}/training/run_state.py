@@ -69,13 +69,9 @@ from ..core.errors import UserError
 from ..core.provenance import data_changes
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization
+from .metrics import check_best_metric
 
 DEFAULT_BEST = "val_acc max"  # train.best_metric and train.best_mode's defaults, and what files before them chose by
-
-
-def best_by(cfg: Config) -> str:
-    """What this run chooses best.pt by, as ``Progress.best_by`` and checkpoints write it."""
-    return f"{cfg.train.best_metric} {cfg.train.best_mode}"
 
 
 @dataclass
@@ -110,13 +106,10 @@ class Progress:
         self.epoch, self.step, self.best_metric = state["epoch"], state["global_step"], state["best_metric"]
         self.bad_epochs = state.get("bad_epochs", 0)  # files from before early stopping have none
         self.best_loss = state.get("best_val_loss", float("inf"))  # files from before 0.8.0: any tie was not the best
-        self.best_by = state.get("best_by", DEFAULT_BEST)  # files from before train.best_metric: val_acc's
-        if self.best_metric == -1.0 and self.best_by == DEFAULT_BEST:  # such files said "no epoch yet" with -1.0
-            self.best_metric = None
+        self.best_by = state.get("best_by", DEFAULT_BEST)  # files from before train.best_metric: val_acc's (-1: none)
 
     def choose_best_by(self, best_by: str) -> str | None:
-        """This run chooses best.pt by ``best_by``; when the checkpoint's run chose by another, the best (and the
-        early-stopping count) start over from here, and the note says so."""
+        """Choose by ``best_by`` from here; another than the checkpoint's starts the best and the count over."""
         if best_by == self.best_by:
             return None
         before, self.best_by = self.best_by, best_by
@@ -124,13 +117,10 @@ class Progress:
         return f"best.pt was chosen by {before}, from here by {best_by}: the best so far starts over"
 
     def record(self, value: float, val_loss: float, min_delta: float) -> bool:
-        """Count an epoch for best.pt and early stopping; True when it is the best so far.
-
-        ``value`` is the epoch's train.best_metric (``best_by`` says which, and whether higher or lower is
-        better). The best has the best value; among equal ones, the lowest val_loss. On a validation set that is
-        saturated early (100% from the first epoch of a fine-tuning run), accuracy alone would keep the first,
-        least confident epoch. Early stopping counts the value alone: a lower loss at the same accuracy is no rise.
-        """
+        """Count an epoch's train.best_metric (``best_by``: which, and whether higher is better) for best.pt and
+        early stopping; True when it is the best so far. Among equal values the lowest val_loss wins: on a
+        validation set saturated early (100% from the first epoch of a fine-tuning run), accuracy alone would keep
+        the first, least confident epoch. Early stopping counts the value alone: a lower loss is no rise."""
         best, higher = self.best_metric, self.best_by.endswith(" max")
         if best is None:  # the first epoch of the run (or of this choice of metric)
             is_best = improved = not math.isnan(value)
@@ -227,6 +217,7 @@ class RunState:
     ) -> None:
         self.cfg, self.world, self.parts, self.tracking, self.say = cfg, world, parts, tracking, say
         self.out_dir = Path(cfg.train.out_dir)
+        self.best_by = f"{cfg.train.best_metric} {cfg.train.best_mode}"  # what best.pt is chosen by, as Progress says
 
     def state_dict(
         self,
@@ -268,16 +259,12 @@ class RunState:
         if state.get("criterion"):  # files from before class weights have none
             optimization.criterion.load_state_dict(state["criterion"])
         scaler_note = load_scaler_state(optimization.scaler, state["scaler"])
-        for note in (scaler_note, self.load_average(state), self.data_note(state), self.decoder_note(state)):
-            if note:
-                self.say(f"note: {note}")
         progress = Progress(totals=self.unfinished_epoch(path, state))
         progress.load_state_dict(state)
-        chosen_note = progress.choose_best_by(
-            best_by(self.cfg)
-        )  # train.best_metric changed since the checkpoint: a note
-        if chosen_note:
-            self.say(f"note: {chosen_note}")
+        best = progress.choose_best_by(self.best_by)  # a note when train.best_metric changed since the checkpoint
+        for note in (scaler_note, self.load_average(state), self.data_note(state), self.decoder_note(state), best):
+            if note:
+                self.say(f"note: {note}")
         # Last: nothing after this may draw a random number before fit, or the resumed run would diverge.
         # Under DDP each rank takes its own generators back (rng["torch_by_rank"], ["cuda_by_rank"]), not rank 0's.
         set_rng_state(state["rng"], self.parts.cuda_ids, self.world.rank if self.world.distributed else None)
@@ -308,11 +295,12 @@ class RunState:
 
     def restore(self, resume: str | None) -> Progress:
         """Load the checkpoint that ``--resume`` names into this run's objects; returns where the run stands."""
+        check_best_metric(self.cfg.train, self.parts.classes)  # a column no validation computes: refused now
         found = find_resume_state(resume, self.out_dir)
         if found is None:
             self.start_fresh(resume)
             self.tracking.start(None, {})
-            return Progress(best_by=best_by(self.cfg))
+            return Progress(best_by=self.best_by)
         path, state = found
         self.check_resumable(path, state, resume)
         progress = self.load_state_dict(state, path)
