@@ -31,8 +31,10 @@ def added_metrics(num_classes: int, device: torch.device, distributed: bool) -> 
     ``distributed`` is this pass's, not the process group's: the test split's pass runs on the main process
     alone while the group still exists, and a sync there would wait forever for the others.
     """
+    # An extensions.py made before the hook existed has none (copier update never touches that file): no metrics.
+    hook = getattr(extensions, "extra_metrics", None)
     try:
-        metrics = extensions.extra_metrics(num_classes)
+        metrics = hook(num_classes) if hook is not None else {}
     except ModuleNotFoundError as exc:
         if exc.name != "torchmetrics":
             raise
