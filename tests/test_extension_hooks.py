@@ -19,7 +19,7 @@ from .conftest import check, run_in, run_project_suite
 HOOKS = ("custom_backbone", "extra_train_transforms", "extra_metrics")
 # The project's tests that the hooks reach: the training transform and the batch path (the files of the two tests
 # issue 60 saw fail), and test_extensions.py, which checks the filled hooks by their contract and follows each
-# example through training, evaluation, best.pt, DDP and a resume. 54 tests, about 45 CPU-seconds.
+# example through training, evaluation, best.pt, DDP and a resume.
 AFFECTED = ("tests/test_extensions.py", "tests/test_data.py", "tests/test_batch_augment.py")
 
 
