@@ -271,9 +271,8 @@ class Trainer:
 
     def end_epoch(self, progress: Progress, totals: EpochTotals, seconds: float, seen: int) -> dict[str, Any]:
         """Validate, then write the metrics row, the checkpoint, and the other outputs; returns the row."""
-        # Every process evaluates with rank 0's batch-norm statistics: the ones the checkpoint will hold.
         train, model = self.cfg.train, self.evaluated
-        sync_buffers(model, self.world)
+        sync_buffers(model, self.world)  # every process evaluates with rank 0's batch-norm statistics: best.pt's
         val = evaluate(model, self.val_loader, self.compute, len(self.classes), self.world, train.extra_metrics)
         row = {
             "epoch": progress.epoch,
