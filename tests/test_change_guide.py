@@ -10,6 +10,7 @@ the project's own tests of that part fail.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -33,6 +34,7 @@ ROWS = {  # row of the table -> the files it names (checked against the README, 
     ],
     "a new augmentation": ["models/extensions.py", "data/folders.py", "data/loading/augment.py"],
     "a new image format": ["data/decoding/decode.py"],
+    "a new metric": ["models/extensions.py"],
     "a new logger with its own run": ["outputs/writers.py"],
     "a new checkpoint field": ["training/run_state.py"],
     "a new config key": ["core/config.py", "configs/default.yaml", "docs/config.md"],
@@ -89,6 +91,10 @@ def write_our_format(png: Path) -> Path:
     return ours
 
 
+OUR_METRIC = """    from torchmetrics.classification import MulticlassF1Score
+
+    return {"our_f1": MulticlassF1Score(num_classes, average="macro")}
+"""
 OUR_COMMAND = '''"""Ours: the hello command."""
 
 
@@ -144,12 +150,14 @@ def make_every_change(project: Path) -> None:
     edit(extensions, "    return []", "    return [Touched('extensions')]\n", after=False)
     folders = src / "data" / "folders.py"
     folders.write_text(folders.read_text() + TOUCHED)
-    edit(folders, "*extensions.extra_train_transforms(),  # yours", "            Touched('build_transform'),\n")
+    edit(folders, "extensions.extra_train_transforms() if", "            Touched('build_transform'),\n")
     # A new image format: data/decoding/decode.py, its extension and its reader.
     decode = src / "data" / "decoding" / "decode.py"
     edit(decode, "IMAGE_EXTENSIONS = (*IMG_EXTENSIONS", 'IMAGE_EXTENSIONS = (*IMAGE_EXTENSIONS, ".ours")  # ours\n')
     edit(decode, "    image = Image.open(io.BytesIO(data))  # its first frame", OUR_FORMAT_READER, after=False)
     edit(decode, "    if data.startswith(PNG_MAGIC) and data[12:16]", OUR_FORMAT_HEADER, after=False)
+    # A new metric: models/extensions.py, a torchmetrics object by name.
+    edit(extensions, "    return {}", OUR_METRIC, after=False)
     # A new logger with its own run id: outputs/writers.py.
     writers = src / "outputs" / "writers.py"
     writers.write_text(writers.read_text() + OUR_LOG)
@@ -275,6 +283,17 @@ def test_a_new_image_format_is_checked_decoded_and_trained_on(changed: tuple[Pat
     width, height = struct.unpack("<HH", ours[0].read_bytes()[4:8])
     assert check(run_in(project, sys.executable, "-c", code, str(ours[0]))).split() == ["RGB", str(width), str(height)]
     assert "24 train / 12 val images" in out  # 6 a class in 4 classes: the PNGs and ours
+
+
+def test_a_new_metric_reaches_metrics_jsonl_and_can_choose_best_pt(
+    changed: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    project, _, _ = changed
+    rows = [json.loads(line) for line in (project / "runs" / "ours" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["epoch"] for row in rows] == [1, 2] and all(0 <= row["val_our_f1"] <= 1 for row in rows)
+    # The finished run, asked to choose by it: nothing left to train, and the note that its best starts over.
+    chosen = train(project, tmp_path, "--set", "train.best_metric=val_our_f1", "--resume", "auto")
+    assert "best.pt was chosen by val_acc max, from here by val_our_f1 max" in chosen.stdout
 
 
 def test_a_new_logger_keeps_its_own_run_across_a_resume(changed: tuple[Path, Path, str]) -> None:

@@ -139,7 +139,7 @@ def test_the_checks_steps_on_a_machine_without_copier(tmp_path: Path) -> None:
                                 "copier") for command in run), run  # fmt: skip
     assert any("--ignore-installed" in command and command.endswith("torch torchvision") for command in run)
     assert any(command.endswith("--no-deps torchcodec==0.17.0") for command in run), run
-    extras = "plots,onnx,tensorboard,mlflow,sweep,decode,shards,timm,audit"  # every optional-dependency group but dev
+    extras = "plots,onnx,tensorboard,mlflow,sweep,decode,shards,timm,audit,metrics"  # every extra but dev
     assert any(f"-e '.gpu-project[{extras}]'" in command for command in run), run
     suites = [command for command in run if "-m pytest" in command]
     assert len(suites) == 2 and all("TORCH_SCAFFOLD_GPU_CHECK=1" in command for command in suites), suites

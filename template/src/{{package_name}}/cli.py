@@ -231,7 +231,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     missing = pictures_missing() if picture or losses else None
     show = loaded.config.train.progress and sys.stderr.isatty()
     result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses and not missing))
-    print(format_report(result))
+    print(format_report(result, loaded.classes))  # with the metrics models/extensions.py adds
     print(provenance_line(loaded.provenance))
     defaults = [path for path, named in ((csv_path, args.csv), (matrix, args.matrix)) if named is None]
     print(report_extras(result["confusion"], loaded.classes, csv_path, matrix, defaults))  # before any picture

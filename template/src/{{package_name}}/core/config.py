@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,8 +27,8 @@ from typing import Any
 import yaml
 
 from . import PACKAGE
-from .config_files import merge, parse_override, read_yaml, set_dotted, unknown_key, upgrade
-from .config_rules import coerce, config_error, option, rules, value_problems
+from .config_files import merge, parse_override, read_yaml, set_dotted, upgrade
+from .config_rules import build_dataclass, config_error, option, rules, value_problems
 from .errors import UserError
 
 CONFIG_VERSION = 1
@@ -134,6 +133,7 @@ class DataConfig:
     random_erasing: float = option(
         0.0, "probability of erasing a random rectangle of each training image", bounds="[0, 1]"
     )
+    extra_train_transforms: bool = option(True, "models/extensions.py's extra_train_transforms(); false: none of them")
     sampler: str = option(
         "uniform",
         "uniform: each image once per epoch | balanced: classes drawn equally often",
@@ -268,10 +268,15 @@ class TrainConfig:
     )
     accumulate_steps: int = option(1, "batches whose gradients add up before one optimizer step", bounds="(0, inf)")
     early_stopping_patience: int = option(
-        0, "stop after this many epochs without val_acc improving; 0 never stops", bounds="[0, inf)"
+        0, "stop after this many epochs without train.best_metric improving; 0 never stops", bounds="[0, inf)"
     )
     early_stopping_min_delta: float = option(
-        0.0, "the least rise of val_acc that counts as improving", bounds="[0, inf)"
+        0.0, "the least change of train.best_metric that counts as improving", bounds="[0, inf)"
+    )
+    extra_metrics: bool = option(True, "models/extensions.py's extra_metrics() at every validation; false: none")
+    best_metric: str = option("val_acc", "the metrics.jsonl column that chooses best.pt: val_acc, val_loss, val_<name>")
+    best_mode: str = option(
+        "max", "max | min: whether a higher or a lower best_metric is better", choices=("max", "min")
     )
     sync_batchnorm: bool = option(False, "under DDP on GPUs: batch-norm statistics over every process's batch")
     collective_timeout: float = option(
@@ -319,7 +324,7 @@ def load_config(
 def config_from_dict(raw: dict[str, Any]) -> Config:
     """Type and check ``raw``: every unknown key and bad value is named in one error, not the first alone."""
     problems: list[str] = []  # each a sentence naming a key and its fix; raised together below
-    config = _build(Config, raw, prefix="", problems=problems)
+    config = build_dataclass(Config, raw, prefix="", problems=problems)
     if config.version > CONFIG_VERSION:
         raise UserError(
             f"config version {config.version} is newer than this code understands ({CONFIG_VERSION}): "
@@ -346,33 +351,6 @@ def fill_plain_preprocessing(config: Config) -> None:
                 setattr(section, key, copy.copy(value))
 
 
-def _build(cls: type, raw: Any, prefix: str, problems: list[str]) -> Any:
-    """The dataclass ``cls`` from ``raw``; a key that is unknown or of the wrong type is added to ``problems`` and
-    left at its default, so that one pass names every such key."""
-    where = prefix.rstrip(".") or "the config"
-    if not isinstance(raw, dict):
-        if not prefix:  # no sections to look into
-            raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
-        problems.append(f"{where} must be a mapping of keys, got {type(raw).__name__}")
-        return cls()
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    values = {}
-    for key, value in raw.items():
-        if key not in hints:
-            problems.append(unknown_key(f"{prefix}{key}", names, prefix))
-            continue
-        kind = hints[key]
-        if dataclasses.is_dataclass(kind):
-            values[key] = _build(kind, value, f"{prefix}{key}.", problems)
-            continue
-        try:
-            values[key] = coerce(value, kind, f"{prefix}{key}")
-        except UserError as error:
-            problems.append(str(error))
-    return cls(**values)
-
-
 def validate(config: Config) -> None:
     """Each key's own rules (its field's choices and bounds), then the few rules that tie keys together: every
     broken one named in one error."""
@@ -396,5 +374,11 @@ def joint_problems(config: Config) -> list[str]:
         problems.append(
             f"model.unfreeze_at_epoch {model.unfreeze_at_epoch} unfreezes a backbone that is not frozen: "
             "set model.freeze_backbone: true (frozen until then), or model.unfreeze_at_epoch: 0"
+        )
+    metric, mode = config.train.best_metric, config.train.best_mode
+    if not metric.startswith("val_") or (metric, mode) in (("val_loss", "max"), ("val_acc", "min")):
+        problems.append(
+            f"train.best_metric {metric} with train.best_mode {mode} cannot choose best.pt: name a validation column "
+            "in its better direction (val_acc max, val_loss min, or val_<name> of your extra_metrics)"
         )
     return problems

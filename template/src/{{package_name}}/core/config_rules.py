@@ -3,7 +3,7 @@
 ``config.py`` declares each key once, as a field made by ``option`` (or a list
 field with ``rules``): its type, default, allowed strings and numeric bounds,
 and a line of help. ``coerce`` turns what YAML or ``--set`` gave into the
-field's type, and ``check_value`` says in words what breaks a key's rules, so
+field's type (``build_dataclass``: a whole section), and ``check_value`` says in words what breaks a key's rules, so
 that every error is one line naming the key, the value and what is allowed.
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import field
 from typing import Any
 
+from .config_files import unknown_key
 from .errors import UserError
 
 
@@ -142,3 +143,30 @@ def describe(bounds: str) -> str:
     if math.isinf(high):
         return f">= {low:g}" if low_in else f"greater than {low:g}"
     return f"in {bounds}"
+
+
+def build_dataclass(cls: type, raw: Any, prefix: str, problems: list[str]) -> Any:
+    """The dataclass ``cls`` from ``raw``; a key that is unknown or of the wrong type is added to ``problems`` and
+    left at its default, so that one pass names every such key."""
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(raw, dict):
+        if not prefix:  # no sections to look into
+            raise UserError(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+        problems.append(f"{where} must be a mapping of keys, got {type(raw).__name__}")
+        return cls()
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in hints:
+            problems.append(unknown_key(f"{prefix}{key}", names, prefix))
+            continue
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            values[key] = build_dataclass(kind, value, f"{prefix}{key}.", problems)
+            continue
+        try:
+            values[key] = coerce(value, kind, f"{prefix}{key}")
+        except UserError as error:
+            problems.append(str(error))
+    return cls(**values)

@@ -85,7 +85,7 @@ def build_transform(cfg: DataConfig, train: bool) -> v2.Compose:
             # data.flip=false: p=0 still draws its number, so every later random draw stays the same.
             v2.RandomHorizontalFlip(p=0.5 if cfg.flip else 0.0),
             *AUGMENT_POLICIES[cfg.auto_augment](),  # on uint8 images, as the policies were designed
-            *extensions.extra_train_transforms(),  # yours
+            *(extensions.extra_train_transforms() if cfg.extra_train_transforms else []),  # yours
             *erasing,  # last, as in torchvision's references: it erases what the rest produced
         ]
     else:

@@ -1,7 +1,7 @@
 """TensorBoard logging, when ``train.tensorboard: true`` (the optional ``tensorboard`` extra).
 
-Scalars per epoch (losses, accuracies, the learning rate of every parameter
-group, throughput), the sample-batch grid, and the run's config as text, in
+Scalars per epoch (losses, accuracies, your metrics, the learning rate of every
+parameter group, throughput), the sample-batch grid, and the run's config as text, in
 ``out_dir/tensorboard``: ``tensorboard --logdir runs``.
 """
 
@@ -31,6 +31,9 @@ class TensorBoardLog:
         for split in ("train", "val"):
             self.writer.add_scalar(f"loss/{split}", row[f"{split}_loss"], step)
             self.writer.add_scalar(f"accuracy/{split}", row[f"{split}_acc"], step)
+        for key, value in row.items():  # the metrics models/extensions.py adds: val_<name>, val_<name>/<class>
+            if key.startswith("val_") and key not in ("val_loss", "val_acc"):
+                self.writer.add_scalar(f"metrics/{key}", value, step)
         for group, lr in learning_rates.items():
             self.writer.add_scalar(f"lr/{group}", lr, step)
         self.writer.add_scalar("throughput/images_per_second", row["images_per_second"], step)

@@ -23,6 +23,7 @@ from ..core.device import Compute
 from ..core.distributed import World, gather_objects, sum_across
 from ..core.progress import bar
 from ..outputs.confusion import DENSE_CELLS, Confusion
+from .metrics import added_metrics, computed, update_metrics
 
 
 @dataclass
@@ -163,16 +164,24 @@ def evaluate(
     compute: Compute,
     num_classes: int,
     world: World | None = None,
+    extra_metrics: bool = True,
     progress: bool = False,
     per_sample: bool = False,
 ) -> dict[str, Any]:
-    """Loss, top-1 accuracy, per-class accuracy and the confusion counts (``outputs/confusion.py``).
+    """Loss, top-1 accuracy, per-class accuracy, the confusion counts (``outputs/confusion.py``) and the metrics
+    you add (``metrics``).
 
     Pass the plain model under DDP: the wrapper's forward would wait for the
     other processes, which may hold a different number of evaluation batches.
     ``per_sample`` (the evaluate command, not training's validation) also keeps each sample's loss, predicted
     class and that class's probability, in loader order (``samples``): where the model fails, file by file.
+    ``metrics``: each of ``models/extensions.py``'s ``extra_metrics`` by name (with ``extra_metrics``, which
+    ``train.extra_metrics`` sets), made fresh for this pass and computed over every process's batches (torchmetrics
+    adds up their states): a number or one per class.
     """
+    distributed = world is not None and world.distributed
+    # Fresh for this pass: nothing carries over between passes, so nothing of them is in a checkpoint.
+    metrics = added_metrics(num_classes, compute.device, distributed) if extra_metrics else {}
     model.eval()  # P11: dropout off, batch-norm statistics frozen
     loss_sum = torch.zeros((), device=compute.device)
     # Each prediction as one code, true class * C + predicted class, kept on the device and counted once at the
@@ -186,6 +195,7 @@ def evaluate(
                 logits = model(images)
             loss_sum += F.cross_entropy(logits.float(), targets) * targets.shape[0]
             codes.append(targets * num_classes + logits.argmax(1))
+            update_metrics(metrics, logits.float(), targets)
             if per_sample:
                 kept.append(sample_results(logits, targets))
     if world is not None:
@@ -198,6 +208,7 @@ def evaluate(
         "per_class_acc": (hits / confusion.support().clamp(min=1)).tolist(),
         "confusion": confusion,
         "count": total,
+        "metrics": computed(metrics, num_classes),  # every process computes them: each compute is a collective
     }
     if per_sample:
         rows = torch.cat(kept).cpu() if kept else torch.zeros(0, 3)

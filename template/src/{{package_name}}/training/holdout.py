@@ -22,6 +22,7 @@ from ..outputs.evaluation_report import (
     write_matrix,
 )
 from .inference import load_trained, run_evaluate
+from .metrics import format_metrics, metric_columns
 
 
 def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] | None:
@@ -45,6 +46,7 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
         "count": result["count"],
         "test_loss": result["val_loss"],
         "test_acc": result["val_acc"],
+        **metric_columns(result["metrics"], "test", loaded.classes),  # yours: models/extensions.py's extra_metrics
         "per_class": [
             {"class": name, "precision": precision, "recall": recall, "f1": f1, "support": int(support)}
             for name, precision, recall, f1, support in table_rows(confusion, loaded.classes)
@@ -52,6 +54,9 @@ def evaluate_test_split(data_root: str | Path, out_dir: Path) -> dict[str, Any] 
     }
     (out_dir / "test_metrics.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"test: {report['count']} images  loss {report['test_loss']:.4f}  top-1 {100 * report['test_acc']:.2f}%")
+    added = format_metrics(result["metrics"], loaded.classes)
+    if added:
+        print(added)
     print(table_title(len(loaded.classes)))
     print(format_table(confusion, loaded.classes, " in test_metrics.json"))
     counts = write_matrix(confusion, loaded.classes, out_dir / f"{matrix_name(len(loaded.classes))}_test.csv")

@@ -48,6 +48,7 @@ from ..data import (
 from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
+from .metrics import format_metrics
 
 
 @dataclasses.dataclass
@@ -128,16 +129,28 @@ def run_evaluate(
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
-    result = evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress, per_sample=per_sample)
+    extra = cfg.train.extra_metrics  # models/extensions.py's metrics, unless the config turns them off
+    result = evaluate(
+        loaded.model,
+        loader,
+        compute,
+        len(loaded.classes),
+        progress=progress,
+        per_sample=per_sample,
+        extra_metrics=extra,
+    )
     if per_sample:
         result["samples"]["target"] = torch.as_tensor(dataset.targets, dtype=torch.long)
         result["dataset"] = dataset
     return result
 
 
-def format_report(result: dict[str, Any]) -> str:
-    """The totals; per-class accuracy is the recall column of the table that follows, so it is printed once."""
-    return f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+def format_report(result: dict[str, Any], classes: Sequence[str] = ()) -> str:
+    """The totals, and a line of the metrics models/extensions.py adds; per-class accuracy is the recall column of
+    the table that follows, so it is printed once."""
+    totals = f"images {result['count']}  loss {result['val_loss']:.4f}  top-1 {100 * result['val_acc']:.2f}%"
+    added = format_metrics(result.get("metrics", {}), classes)
+    return f"{totals}\n{added}" if added else totals
 
 
 def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[Path, PackedFiles | None]]:

@@ -32,8 +32,7 @@ from ..models.weight_files import LocalFile
 from ..models.weights import resolve_weights
 from ..outputs.tracking import enabled as tracking_enabled
 from ..outputs.tracking import preflight as check_tracking
-from .run_lock import RunLock, in_use
-from .run_state import holds_a_run, holds_another_run
+from .run_lock import RunLock, holds_a_run, holds_another_run, in_use
 
 # Emulated bf16 against fp32 on x86 CPUs without native bf16 math, by torch.backends.cpu.get_cpu_capability():
 # training steps of mobilenet_v3_small at 96 px, batch 32, channels_last, torch 2.14.1, on a 2-core AMD EPYC

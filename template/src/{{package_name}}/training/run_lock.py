@@ -165,3 +165,18 @@ def resume_after_restart(resume: str | None, out_dir: Path, world: World) -> str
         again = f"torchrun restarted the workers (restart {restarts})" if restarts else f"job {job} runs again"
         print(f"{again}: {out_dir / 'last.pt'} is this torchrun job's ({job}): resuming from it", flush=True)
     return "auto" if ours else None
+
+
+def holds_a_run(out_dir: Path) -> UserError:
+    """A new run (no ``--resume``) into a folder whose ``last.pt`` is another run's: refused, never overwritten."""
+    return UserError(
+        f"{out_dir} already holds a run (last.pt): continue it with --resume auto, "
+        "or start a new one with another --set train.out_dir=DIR"
+    )
+
+
+def holds_another_run(out_dir: Path, path: Path) -> UserError:
+    """``--resume PATH`` into a folder whose ``last.pt`` is not PATH: the folder's run would be overwritten."""
+    return UserError(
+        f"{out_dir} already holds another run (last.pt): to continue from {path}, set another train.out_dir"
+    )

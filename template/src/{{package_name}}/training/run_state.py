@@ -14,9 +14,12 @@ scheduler          the schedule's position (a function of the step)            `
 scaler             fp16's gradient scaler (empty without fp16)                 ``Optimization.scaler``
 epoch              completed epochs                                            ``Progress.epoch``
 global_step        optimizer steps since the run began                         ``Progress.step``
-best_metric        the best val_acc so far: the one best.pt holds              ``Progress.best_metric``
-best_val_loss      best.pt's val_loss: a tie on val_acc goes to the lower one  ``Progress.best_loss``
+best_metric        the best value of train.best_metric so far: best.pt's       ``Progress.best_metric``
+                   (None before the first epoch ends)
+best_val_loss      best.pt's val_loss: a tie on best_metric goes to the lower  ``Progress.best_loss``
 bad_epochs         epochs without improvement (early stopping)                 ``Progress.bad_epochs``
+best_by            the column and direction that chose best_metric, e.g.       ``Progress.best_by``; another
+                   ``val_acc max`` (train.best_metric, train.best_mode)        choice starts the best over
 epoch_totals       mid-epoch only: every process's running sums and the        ``Progress.totals`` (this
                    layout they mean something in; None at an epoch's end       process's share)
 model_ema          ``train.ema_decay``: the weights' average, else None        ``RunParts.ema``
@@ -37,6 +40,7 @@ and one row above; an older file without it must still load (``state.get``).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,21 +69,10 @@ from ..core.errors import UserError
 from ..core.provenance import data_changes
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization
+from .metrics import check_best_metric
+from .run_lock import holds_a_run, holds_another_run
 
-
-def holds_a_run(out_dir: Path) -> UserError:
-    """A new run (no ``--resume``) into a folder whose ``last.pt`` is another run's: refused, never overwritten."""
-    return UserError(
-        f"{out_dir} already holds a run (last.pt): continue it with --resume auto, "
-        "or start a new one with another --set train.out_dir=DIR"
-    )
-
-
-def holds_another_run(out_dir: Path, path: Path) -> UserError:
-    """``--resume PATH`` into a folder whose ``last.pt`` is not PATH: the folder's run would be overwritten."""
-    return UserError(
-        f"{out_dir} already holds another run (last.pt): to continue from {path}, set another train.out_dir"
-    )
+DEFAULT_BEST = "val_acc max"  # train.best_metric and train.best_mode's defaults, and what files before them chose by
 
 
 @dataclass
@@ -88,9 +81,10 @@ class Progress:
 
     epoch: int = 0  # completed epochs
     step: int = 0  # optimizer steps since the run began: the one step counter
-    best_metric: float = -1.0  # the best val_acc so far, the one best.pt holds
-    best_loss: float = float("inf")  # best.pt's val_loss: it breaks a tie on val_acc (a saturated validation set)
-    bad_epochs: int = 0  # epochs since val_acc last rose by more than train.early_stopping_min_delta
+    best_metric: float | None = None  # the best value of train.best_metric so far, the one best.pt holds
+    best_loss: float = float("inf")  # best.pt's val_loss: it breaks a tie on best_metric (a saturated validation set)
+    bad_epochs: int = 0  # epochs since best_metric last improved by more than train.early_stopping_min_delta
+    best_by: str = DEFAULT_BEST  # "<train.best_metric> <train.best_mode>": what best_metric is the best of
     totals: EpochTotals | None = None  # the running sums of an unfinished epoch (None between epochs)
 
     @property
@@ -106,31 +100,48 @@ class Progress:
             "best_metric": self.best_metric,
             "best_val_loss": self.best_loss,
             "bad_epochs": self.bad_epochs,
+            "best_by": self.best_by,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.epoch, self.step, self.best_metric = state["epoch"], state["global_step"], state["best_metric"]
         self.bad_epochs = state.get("bad_epochs", 0)  # files from before early stopping have none
         self.best_loss = state.get("best_val_loss", float("inf"))  # files from before 0.8.0: any tie was not the best
+        self.best_by = state.get("best_by", DEFAULT_BEST)  # files from before train.best_metric: val_acc's (-1: none)
 
-    def record(self, val_acc: float, val_loss: float, min_delta: float) -> bool:
-        """Count an epoch for best.pt and early stopping; True when it is the best so far.
+    def choose_best_by(self, best_by: str) -> str | None:
+        """Choose by ``best_by`` from here; another than the checkpoint's starts the best and the count over."""
+        if best_by == self.best_by:
+            return None
+        before, self.best_by = self.best_by, best_by
+        self.best_metric, self.best_loss, self.bad_epochs = None, float("inf"), 0
+        return f"best.pt was chosen by {before}, from here by {best_by}: the best so far starts over"
 
-        The best has the highest val_acc; among equal ones, the lowest val_loss. On a validation set that is
-        saturated early (100% from the first epoch of a fine-tuning run), accuracy alone would keep the first,
-        least confident epoch. Early stopping counts val_acc alone: a lower loss at the same accuracy is no rise.
-        """
-        is_best = val_acc > self.best_metric or (val_acc == self.best_metric and val_loss < self.best_loss)
-        improved = val_acc > self.best_metric + min_delta
+    def record(self, value: float, val_loss: float, min_delta: float) -> bool:
+        """Count an epoch's train.best_metric (``best_by``: which, and whether higher is better) for best.pt and
+        early stopping; True when it is the best so far. Among equal values the lowest val_loss wins: on a
+        validation set saturated early (100% from the first epoch of a fine-tuning run), accuracy alone would keep
+        the first, least confident epoch. Early stopping counts the value alone: a lower loss is no rise."""
+        best, higher = self.best_metric, self.best_by.endswith(" max")
+        if best is None:  # the first epoch of the run (or of this choice of metric)
+            is_best = improved = not math.isnan(value)
+        elif higher:
+            is_best = value > best or (value == best and val_loss < self.best_loss)
+            improved = value > best + min_delta
+        else:
+            is_best = value < best or (value == best and val_loss < self.best_loss)
+            improved = value < best - min_delta
         self.bad_epochs = 0 if improved else self.bad_epochs + 1
         if is_best:
-            self.best_metric, self.best_loss = val_acc, val_loss
+            self.best_metric, self.best_loss = value, val_loss
         return is_best
 
     def early_stop_reason(self, patience: int, min_delta: float) -> str | None:
         if not patience or self.bad_epochs < patience:
             return None
-        return f"early stopping: val_acc has not risen by more than {min_delta} for {patience} epochs"
+        metric, mode = self.best_by.split()
+        moved = "risen" if mode == "max" else "fallen"
+        return f"early stopping: {metric} has not {moved} by more than {min_delta} for {patience} epochs"
 
 
 def tracker_run_ids(state: dict[str, Any]) -> dict[str, str]:
@@ -207,6 +218,7 @@ class RunState:
     ) -> None:
         self.cfg, self.world, self.parts, self.tracking, self.say = cfg, world, parts, tracking, say
         self.out_dir = Path(cfg.train.out_dir)
+        self.best_by = f"{cfg.train.best_metric} {cfg.train.best_mode}"  # what best.pt is chosen by, as Progress says
 
     def state_dict(
         self,
@@ -223,7 +235,7 @@ class RunState:
             "optimizer": optimization.optimizer.state_dict(),
             "scheduler": optimization.scheduler.state_dict(),
             "scaler": optimization.scaler.state_dict(),
-            **progress.state_dict(),  # epoch, global_step, best_metric, bad_epochs
+            **progress.state_dict(),  # epoch, global_step, best_metric, best_val_loss, bad_epochs, best_by
             "epoch_totals": {"per_process": per_process, "layout": self.layout_of_epoch()} if per_process else None,
             # model_ema and model_ema_updates: the average's weights and how many updates it holds (its warm-up).
             **(ema.state_dict() if ema is not None else {"model_ema": None, "model_ema_updates": 0}),
@@ -248,11 +260,12 @@ class RunState:
         if state.get("criterion"):  # files from before class weights have none
             optimization.criterion.load_state_dict(state["criterion"])
         scaler_note = load_scaler_state(optimization.scaler, state["scaler"])
-        for note in (scaler_note, self.load_average(state), self.data_note(state), self.decoder_note(state)):
-            if note:
-                self.say(f"note: {note}")
         progress = Progress(totals=self.unfinished_epoch(path, state))
         progress.load_state_dict(state)
+        best = progress.choose_best_by(self.best_by)  # a note when train.best_metric changed since the checkpoint
+        for note in (scaler_note, self.load_average(state), self.data_note(state), self.decoder_note(state), best):
+            if note:
+                self.say(f"note: {note}")
         # Last: nothing after this may draw a random number before fit, or the resumed run would diverge.
         # Under DDP each rank takes its own generators back (rng["torch_by_rank"], ["cuda_by_rank"]), not rank 0's.
         set_rng_state(state["rng"], self.parts.cuda_ids, self.world.rank if self.world.distributed else None)
@@ -283,11 +296,12 @@ class RunState:
 
     def restore(self, resume: str | None) -> Progress:
         """Load the checkpoint that ``--resume`` names into this run's objects; returns where the run stands."""
+        check_best_metric(self.cfg.train, self.parts.classes)  # a column no validation computes: refused now
         found = find_resume_state(resume, self.out_dir)
         if found is None:
             self.start_fresh(resume)
             self.tracking.start(None, {})
-            return Progress()
+            return Progress(best_by=self.best_by)
         path, state = found
         self.check_resumable(path, state, resume)
         progress = self.load_state_dict(state, path)

@@ -52,6 +52,7 @@ from .ema import WeightAverage
 from .engine import EpochTotals, Optimization, evaluate, train_step
 from .freezing import frozen_in, frozen_later, set_frozen, unfreezing_said
 from .holdout import evaluate_when_done
+from .metrics import best_value, validation_columns
 from .optim import build_optimizer, build_scheduler
 from .preemption import AgreedStop, GracefulStop, Preempted, hold_stop_signals
 from .preflight import check_before_data
@@ -267,20 +268,19 @@ class Trainer:
 
     def end_epoch(self, progress: Progress, totals: EpochTotals, seconds: float, seen: int) -> dict[str, Any]:
         """Validate, then write the metrics row, the checkpoint, and the other outputs; returns the row."""
-        # Every process evaluates with rank 0's batch-norm statistics: the ones the checkpoint will hold.
-        sync_buffers(self.evaluated, self.world)
-        val = evaluate(self.evaluated, self.val_loader, self.compute, len(self.classes), world=self.world)
+        train, model = self.cfg.train, self.evaluated
+        sync_buffers(model, self.world)  # every process evaluates with rank 0's batch-norm statistics: best.pt's
+        val = evaluate(model, self.val_loader, self.compute, len(self.classes), self.world, train.extra_metrics)
         row = {
             "epoch": progress.epoch,
             "global_step": progress.step,
             **totals.summed(self.world).means(),
-            "val_loss": val["val_loss"],
-            "val_acc": val["val_acc"],
+            **validation_columns(val, self.classes),  # val_loss, val_acc, then models/extensions.py's extra_metrics
             "lr": self.last_lr(),
             "images_per_second": seen / seconds * self.world.size if seconds > 0 else 0.0,
             "epoch_seconds": seconds,
         }
-        is_best = progress.record(val["val_acc"], val["val_loss"], self.cfg.train.early_stopping_min_delta)
+        is_best = progress.record(best_value(row, train.best_metric), row["val_loss"], train.early_stopping_min_delta)
         reason = self.early_stop_reason(progress)
         if reason:
             row["stop_reason"] = reason

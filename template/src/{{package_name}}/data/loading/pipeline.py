@@ -61,7 +61,7 @@ def per_sample_reason(cfg: DataConfig, train_transform: v2.Compose) -> str | Non
         return f"data.auto_augment={cfg.auto_augment} ({names})"
     if getattr(cfg, "random_erasing", 0.0) > 0 and all(isinstance(step, v2.RandomErasing) for step in extra):
         return f"data.random_erasing={cfg.random_erasing}"
-    if extensions.extra_train_transforms():
+    if getattr(cfg, "extra_train_transforms", True) and extensions.extra_train_transforms():
         return f"extensions.extra_train_transforms() ({names})"
     return f"{names} in data/folders.py build_transform"
 
