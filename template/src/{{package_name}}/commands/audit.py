@@ -183,10 +183,9 @@ def read_splits(data: DataConfig, show: bool, max_files: int | None = None) -> t
     total = sum(len(dataset.samples) for dataset in sets.values())
     if max_files is not None and 0 < max_files < total:
         for dataset in sets.values():
-            keep = np.unique(
-                np.linspace(0, len(dataset.samples) - 1, max(1, len(dataset.samples) * max_files // total))
-            )
-            dataset.samples = [dataset.samples[int(i)] for i in keep.round().astype(int)]
+            share = max(1, len(dataset.samples) * max_files // total)
+            keep = np.unique(np.linspace(0, len(dataset.samples) - 1, share).round().astype(int))
+            dataset.samples = [dataset.samples[i] for i in keep]
             dataset.targets = [target for _, target in dataset.samples]
             if hasattr(dataset, "imgs"):
                 dataset.imgs = dataset.samples

@@ -29,8 +29,8 @@ from ..models.embeddings import embedded
 # benchmarks/data_audit.py: the same findings as float32) and half the memory.
 HOST_DTYPE = torch.float16
 # Bytes a file of the neighbour graphs (index and cosine: 12 bytes a neighbour; 3 splits): the embeddings' (11 a
-# split) and the thumbnails' (7 a split, picture and mirror, merged), and the thumbnails' unit rows (2 x 256 halfs).
-GRAPH_BYTES = 12 * 3 * (11 + 4 * 7) + 2 * 256 * 2
+# split) and the thumbnails' (7 a split, one search at a time), and the thumbnails' unit rows (2 x 256 halfs).
+GRAPH_BYTES = 12 * 3 * (11 + 7) + 2 * 256 * 2
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from ..core.progress import meter
 
 FOLDS = 5  # folds; fewer when the largest class has fewer images
-BATCH = 1024  # files a step
+BATCH = 1024  # files a step; a sixteenth of the fold's files where that is fewer (at least 32)
 EPOCHS = 3.0  # passes over a fold's training files ...
 MIN_STEPS = 600  # ... and at least this many steps (a small data set needs many passes to converge)
 RATE = 1e-3  # Adam's learning rate at the start (cosine-decayed to 0)
@@ -58,7 +58,7 @@ def out_of_sample_probabilities(
     parts = [(np.flatnonzero(checked & (fold != f)), np.flatnonzero(fold == f)) for f in range(folds)]
     if not checked.all():
         parts.append((np.flatnonzero(checked), np.flatnonzero(~checked)))
-    steps = [max(MIN_STEPS, math.ceil(EPOCHS * len(fit) / BATCH)) for fit, _ in parts]
+    steps = [max(MIN_STEPS, math.ceil(EPOCHS * len(fit) / batch_size(len(fit)))) for fit, _ in parts]
     shown = meter(f"audit: {folds}-fold linear head", sum(steps), show, "steps")
     try:
         for seed, ((fit, held), count) in enumerate(zip(parts, steps, strict=True)):
@@ -67,6 +67,11 @@ def out_of_sample_probabilities(
     finally:
         shown.close()
     return folds
+
+
+def batch_size(files: int) -> int:
+    """Files a step: ``BATCH``, or a sixteenth of a small fold (its ``MIN_STEPS`` then cost little)."""
+    return max(1, min(BATCH, files, max(32, files // 16)))
 
 
 def standardizer(source: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,7 +105,7 @@ def train_head(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
     generator = torch.Generator().manual_seed(seed)
     rows = torch.as_tensor(fit)
-    batch = min(BATCH, len(fit))
+    batch = batch_size(len(fit))
     order = torch.empty(0, dtype=torch.long)
     for _ in range(steps):
         if len(order) < batch:  # a new pass over the fold, in a new order

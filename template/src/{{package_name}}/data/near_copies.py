@@ -201,17 +201,12 @@ def candidates(
     embeddings' pairs come from the audit's one neighbour graph; the thumbnails' from a search of their own
     (the picture and its mirror image against every picture)."""
     plain = thumbnail_rows(thumbs, False)
-    found = [
-        search(plain, splits, NEIGHBOURS + 1, device, queries, show, f"audit: similar thumbnails{what}")
-        for queries, what in ((plain, ""), (thumbnail_rows(thumbs, True), ", mirrored"))
-    ]
-    both = Neighbours(
-        torch.cat([part.index for part in found], 2), torch.cat([part.similarity for part in found], 2),
-        graph.starts, found[0].method,
-    )  # fmt: skip
-    order = both.similarity.argsort(2, descending=True)  # best first, the mirror's among the picture's
-    both = Neighbours(both.index.gather(2, order), both.similarity.gather(2, order), both.starts, both.method)
-    codes = torch.cat([earlier_pairs(graph, SHORTLIST_COSINE), earlier_pairs(both, SCREEN)]).unique()  # sorted
+    codes = [earlier_pairs(graph, SHORTLIST_COSINE)]
+    for queries, what in ((plain, ""), (thumbnail_rows(thumbs, True), ", mirrored")):
+        found = search(plain, splits, NEIGHBOURS + 1, device, queries, show, f"audit: similar thumbnails{what}")
+        codes.append(earlier_pairs(found, SCREEN))  # the picture's and its mirror image's, each on its own
+        del found  # one search's graph at a time
+    codes = torch.cat(codes).unique()  # sorted
     return codes // len(splits), codes % len(splits)
 
 

@@ -26,7 +26,7 @@ import torch
 from ..core.progress import meter
 
 ROWS, COLUMNS = 2048, 16384  # one product block (rows x columns floats: 128 MB in float32)
-APPROXIMATE_FROM = 200_000  # files in a split from which FAISS searches it approximately (exact above: hours)
+APPROXIMATE_FROM = 50_000  # files in a split from which FAISS searches it approximately (exactly: hours at 1 M)
 NPROBE = 16  # inverted lists searched per query by the approximate index
 FAISS_CHUNK = 65_536  # vectors added or searched at once: float32 copies of this many rows at most
 
