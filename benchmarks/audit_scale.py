@@ -25,6 +25,7 @@ features-only mode. ``--quick`` (3,000 files, 50 classes) only checks that it ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -45,10 +46,8 @@ NOISE = 1.0  # a file's distance from its class's direction, relative to it (uni
 
 def reset_peak() -> None:
     """The peak resident memory counted again from now (Linux: 5 to clear_refs resets VmHWM)."""
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def peak_gb() -> float:
@@ -132,8 +131,8 @@ def features_only(
         begun = time.perf_counter()
         value = run()
         result[name] = {"seconds": time.perf_counter() - begun, "peak_gb": peak_gb()}
-        print(f"  {files:>9,} files  {name:<12} {result[name]['seconds']:8.1f} s  {result[name]['peak_gb']:5.2f} GB peak",
-              flush=True)  # fmt: skip
+        seconds, peak = result[name]["seconds"], result[name]["peak_gb"]
+        print(f"  {files:>9,} files  {name:<12} {seconds:8.1f} s  {peak:5.2f} GB peak", flush=True)
         return value
 
     k = max(near.NEIGHBOURS, checks.OUTLIER_NEIGHBOURS) + 1
@@ -153,6 +152,34 @@ def features_only(
     result["outliers"] |= score({int(row.path[1:]) for row in rows}, made["strangers"])
     result["total_seconds"] = sum(result[name]["seconds"] for name in ("search", "near copies", "labels", "outliers"))
     result["total_peak_gb"] = peak_total()
+    return result
+
+
+def compare_search(package: str, files: int, width: int = 1280, classes: int = 1000) -> dict[str, Any]:
+    """The neighbour search three ways on the same synthetic embeddings (one split, k = 11): blocked products
+    with topk (float32 on the CPU), FAISS's exact index, FAISS's inverted file (as ``neighbours`` builds it
+    from ``APPROXIMATE_FROM`` files); seconds, and the share of the exact 11 nearest each approximate way finds."""
+    import torch
+
+    neighbours = importlib.import_module(f"{package}.data.neighbours")
+    made = synthetic(files, classes, width)
+    vectors, splits, device = made["features"], ["train"] * files, torch.device("cpu")
+    result: dict[str, Any] = {"files": files, "width": width}
+    real, threshold = neighbours.faiss_module, neighbours.APPROXIMATE_FROM
+    graphs = {}
+    for name, faiss_on, approximate_from in (("exact", False, threshold), ("faiss exact", True, files + 1),
+                                             ("faiss ivf", True, 0)):  # fmt: skip
+        neighbours.faiss_module = real if faiss_on else (lambda: None)
+        neighbours.APPROXIMATE_FROM = approximate_from
+        reset_peak()
+        begun = time.perf_counter()
+        graphs[name] = neighbours.search(vectors, splits, 11, device)
+        result[name] = {"seconds": time.perf_counter() - begun, "peak_gb": peak_gb()}
+        truth, found = graphs["exact"].index[:, 0], graphs[name].index[:, 0]
+        same = (found[:, :, None] == truth[:, None, :]).any(2).float().mean().item()
+        result[name]["recall_of_exact"] = same
+        print(f"  {files:>9,} files  {name:<12} {result[name]['seconds']:8.1f} s  recall {same:.4f}", flush=True)
+    neighbours.faiss_module, neighbours.APPROXIMATE_FROM = real, threshold
     return result
 
 
@@ -184,6 +211,7 @@ def main() -> None:
     parser.add_argument("--search", choices=["auto", "exact"], default="auto", help="exact: blocked products")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "audit_scale.json")
     parser.add_argument("--quick", action="store_true", help="3,000 files, 50 classes: that it runs")
+    parser.add_argument("--compare-search", action="store_true", help="the three searches at --files, timed")
     args = parser.parse_args()
     if args.quick:
         args.files, args.classes = [3000], 50
@@ -194,6 +222,9 @@ def main() -> None:
         import_generated(Path(tmp) / "project", "Audit Scale", PACKAGE, {"model": "timm/efficientnet_lite0"})
         runs = []
         for files in args.files:
+            if args.compare_search:
+                runs.append(compare_search(PACKAGE, files, args.width, args.classes))
+                continue
             runs.append(features_only(PACKAGE, files, args.classes, args.width, args.search, Path(tmp)))
             print(json.dumps(runs[-1], indent=1), flush=True)
     report = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "load_at_end": os.getloadavg(), "runs": runs}

@@ -230,8 +230,8 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
         flags.append(start_check(args, root, seed))
     arrays = read_arrays(folder, root)
     with quiet():  # their progress bars and log lines
-        flags.append(datalab_flags("Datalab", arrays))
-        if not args.audit_only:  # --audit-only: the audit and Datalab on its arrays, the other tools' minutes saved
+        if not args.audit_only:  # --audit-only: the audit alone (no bench extra needed), the others' minutes saved
+            flags.append(datalab_flags("Datalab", arrays))
             flags.append(cleanvision_flags(root))
             flags.append(imagededup_flags(root))
             flags.append(imagededup_flags(root, *network_and_transform(args.weights, args.size)))
@@ -456,14 +456,17 @@ def drive(args: argparse.Namespace) -> None:
             raise SystemExit(f"{args.template or REPO}: its generated project has no audit command (issue 52)")
         args.start_check = importlib.util.find_spec(f"{PACKAGE}.data.duplicates") is not None
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
-        import cleanvision  # noqa: F401
+
+        if not args.audit_only:
+            import cleanvision  # noqa: F401
         import matplotlib.figure  # noqa: F401  # the audit's pictures (the plots extra)
         import sklearn.linear_model  # noqa: F401
         import timm  # noqa: F401
 
         importlib.import_module(f"{PACKAGE}.commands.audit")  # the audit's own modules, as the tools' above
 
-        imagededup_import()
+        if not args.audit_only:
+            imagededup_import()
         clean = make_clean(tmp / "clean", *args.per_class)
         report: dict[str, Any] = {
             "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_average_at_start": os.getloadavg()},
