@@ -43,7 +43,8 @@ class Quiet:
 
 
 class LogLines:
-    """A line with count and rate every ``EVERY`` seconds, once the phase has run ``DELAY``; one more at its end."""
+    """A line with count, rate and time left every ``EVERY`` seconds, once the phase has run ``DELAY``; one more
+    at its end."""
 
     def __init__(self, what: str, total: int | None, unit: str) -> None:
         self.what, self.total, self.unit = what, total, unit
@@ -66,8 +67,11 @@ class LogLines:
         seconds = max(now - self.started, 1e-9)
         of = f"/{self.total:,}" if self.total is not None else ""
         rate = self.count / seconds
+        left = ""  # the estimate, where the total is known and the phase goes on
+        if self.total is not None and not end and 0 < self.count < self.total:
+            left = f", about {duration((self.total - self.count) / rate)} left"
         print(
-            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate:,.0f} {self.unit}/s){end}",
+            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate:,.0f} {self.unit}/s{left}){end}",
             file=sys.stderr,
             flush=True,
         )
