@@ -61,6 +61,9 @@ LUMA = torch.tensor([0.299, 0.587, 0.114])
 CHROMA = torch.tensor([[-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])  # ITU-R 601 Cb and Cr of RGB
 PAIRS_PER_CHUNK = 1024  # candidate pairs compared at once: 1,024 x 32 x 32 floats a step
 THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's rows: 64 MB)
+# Up to this many files, the pixel check's float thumbnails and integral images are made once for every file
+# (about 30 KB a file: 0.6 GB); above, for the rows of each batch of pairs, as they are compared.
+EAGER = 20_000
 
 
 @dataclass(frozen=True)
@@ -94,11 +97,19 @@ class Sides:
 
     def __init__(self, grey: torch.Tensor, side: int) -> None:
         self.grey, self.side = grey, side
+        self.whole: torch.Tensor | None = None  # every row, made once, where they are few (``EAGER``)
 
     def __len__(self) -> int:
         return len(self.grey)
 
     def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        if len(self.grey) <= EAGER:
+            if self.whole is None:
+                self.whole = self.made(slice(None))
+            return self.whole[rows]
+        return self.made(rows)
+
+    def made(self, rows: torch.Tensor | slice) -> torch.Tensor:
         large = self.grey[rows].float()
         if self.side != SIDE:
             large = F.interpolate(large, size=(self.side, self.side), mode="bilinear", antialias=True)
@@ -110,8 +121,16 @@ class Tables:
 
     def __init__(self, rows: Sides, squared: bool) -> None:
         self.rows, self.squared = rows, squared
+        self.whole: torch.Tensor | None = None  # every row's, made once, where they are few (``EAGER``)
 
     def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        if len(self.rows) <= EAGER:
+            if self.whole is None:
+                self.whole = self.made(slice(None))
+            return self.whole[rows]
+        return self.made(rows)
+
+    def made(self, rows: torch.Tensor | slice) -> torch.Tensor:
         images = self.rows[rows]
         return integral(images * images if self.squared else images)
 
