@@ -102,8 +102,8 @@ def memory_needed(files: int, width: int, classes: int, device: torch.device) ->
     working = 2 * 16_384 * (width + classes) * 4  # a chunk of standardized inputs and of probabilities
     if device.type != "cpu":
         search = 0  # on the device
-    elif faiss_module() is None:
-        search = files * width * 4  # the exact search's float32 copy
+    elif faiss_module() is None or files < APPROXIMATE_FROM:
+        search = files * width * 4  # the blocked products' float32 copy
     else:
         search = min(files, APPROXIMATE_FROM) * width * 4 + files * width  # a split exactly, or 8-bit vectors
     return {
