@@ -230,11 +230,12 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
         flags.append(start_check(args, root, seed))
     arrays = read_arrays(folder, root)
     with quiet():  # their progress bars and log lines
-        flags.append(datalab_flags("Datalab", arrays))
-        flags.append(cleanvision_flags(root))
-        flags.append(imagededup_flags(root))
-        flags.append(imagededup_flags(root, *network_and_transform(args.weights, args.size)))
-        flags.append(by_hand(root, args.weights, args.size, seed))
+        if not args.audit_only:  # --audit-only: the audit alone (no bench extra needed), the others' minutes saved
+            flags.append(datalab_flags("Datalab", arrays))
+            flags.append(cleanvision_flags(root))
+            flags.append(imagededup_flags(root))
+            flags.append(imagededup_flags(root, *network_and_transform(args.weights, args.size)))
+            flags.append(by_hand(root, args.weights, args.size, seed))
     scores = {flag.tool: score(flag, truth) | {"seconds_per_1000": 1000 * flag.seconds / files} for flag in flags}
     result: dict[str, Any] = {
         "seed": seed,
@@ -456,14 +457,17 @@ def drive(args: argparse.Namespace) -> None:
         # The check every start makes since 0.12.0: data/files/duplicates.py, in data/files/ since 0.13.0.
         args.start_check = any(importlib.util.find_spec(f"{PACKAGE}.data.{room}") for room in ("files", "duplicates"))
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
-        import cleanvision  # noqa: F401
+
+        if not args.audit_only:
+            import cleanvision  # noqa: F401
         import matplotlib.figure  # noqa: F401  # the audit's pictures (the plots extra)
         import sklearn.linear_model  # noqa: F401
         import timm  # noqa: F401
 
         importlib.import_module(f"{PACKAGE}.commands.audit.audit")  # the audit's own modules, as the tools' above
 
-        imagededup_import()
+        if not args.audit_only:
+            imagededup_import()
         clean = make_clean(tmp / "clean", *args.per_class)
         report: dict[str, Any] = {
             "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_average_at_start": os.getloadavg()},
@@ -524,6 +528,7 @@ def main() -> None:
     parser.add_argument("--tables-from", type=Path, help="make the tables again from this saved report; no run")
     parser.add_argument("--paste", action="store_true", help="put the tables into README.md and benchmarks/README.md")
     parser.add_argument("--quick", action="store_true", help="a few photos a class, one seed, 32 px: that it runs")
+    parser.add_argument("--audit-only", action="store_true", help="the audit and Datalab on its arrays, no other tool")
     args = parser.parse_args()
     if args.tables_from:
         report = json.loads(args.tables_from.read_text())

@@ -145,6 +145,12 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
         metavar="NCC",
         help="files whose pixels match at least this well are near duplicates (default 0.7: docs/audit.md)",
     )
+    audit.add_argument(
+        "--max-files",
+        type=int,
+        metavar="N",
+        help="audit at most N files, an even share of every class folder (default: all; docs/audit.md, At scale)",
+    )
 
 
 def sample_data_command(args: argparse.Namespace) -> int:
@@ -278,7 +284,7 @@ def audit_command(args: argparse.Namespace) -> int:
 
     configs = args.config or ([] if args.checkpoint else [DEFAULT_CONFIG])  # a checkpoint brings its own config
     similarity = args.near_duplicate_similarity or NEAR_DUPLICATE_SIMILARITY
-    print(run_audit(configs, args.overrides, args.checkpoint, args.out, similarity))
+    print(run_audit(configs, args.overrides, args.checkpoint, args.out, similarity, args.max_files))
     return 0
 
 

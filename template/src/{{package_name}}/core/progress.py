@@ -46,7 +46,8 @@ class Quiet:
 
 
 class LogLines:
-    """A line with count and rate every ``EVERY`` seconds, once the phase has run ``DELAY``; one more at its end."""
+    """A line with count, rate and time left every ``EVERY`` seconds, once the phase has run ``DELAY``; one more
+    at its end."""
 
     def __init__(self, what: str, total: int | None, unit: str) -> None:
         self.what, self.total, self.unit = what, total, unit
@@ -69,8 +70,11 @@ class LogLines:
         seconds = max(now - self.started, 1e-9)
         of = f"/{self.total:,}" if self.total is not None else ""
         rate = rate_said(self.count, seconds, self.unit)
+        left = ""  # the estimate, where the total is known and the phase goes on
+        if self.total is not None and not end and 0 < self.count < self.total:
+            left = f", about {duration((self.total - self.count) * seconds / self.count)} left"
         print(
-            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate}){end}",
+            f"{self.what}: {self.count:,}{of} {self.unit} in {seconds:.0f} s ({rate}{left}){end}",
             file=sys.stderr,
             flush=True,
         )

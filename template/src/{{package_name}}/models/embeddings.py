@@ -7,7 +7,7 @@ so that cosine similarity is one matrix product, never a Python loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -29,10 +29,16 @@ def unit_embeddings(model: nn.Module, images: torch.Tensor, precision: str) -> t
     return F.normalize(features.float(), dim=1)
 
 
-def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str) -> torch.Tensor:
-    """Unit-length embeddings (P17: ``F.normalize``), one row per image, computed batch by batch."""
-    chunks = []
+def embedded(
+    model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str
+) -> Iterator[torch.Tensor]:
+    """Each batch's unit-length embeddings (P17: ``F.normalize``), on ``device``, as each is done: a caller that
+    moves them to the host keeps one batch on the device (the audit of a million files)."""
     with torch.inference_mode():  # P11: no graph and no autograd bookkeeping for a pass that only reads
         for images in batches:
-            chunks.append(unit_embeddings(model, images.to(device, non_blocking=True), precision))
-    return torch.cat(chunks)
+            yield unit_embeddings(model, images.to(device, non_blocking=True), precision)
+
+
+def embed(model: nn.Module, batches: Iterable[torch.Tensor], device: torch.device, precision: str) -> torch.Tensor:
+    """Unit-length embeddings, one row per image, computed batch by batch."""
+    return torch.cat(list(embedded(model, batches, device, precision)))

@@ -25,13 +25,14 @@ from torchvision import datasets
 from ...core.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
 from ...core.device import configure_backends, resolve_precision, select_device
 from ...core.errors import UserError
-from ...core.progress import tracked
-from ...data import DuplicateGroup, build_loader, build_transform, checked_splits, listing
+from ...data import DuplicateGroup, build_transform, checked_splits, listing
 from ...models.classifier import build_model
-from ...models.embeddings import embed, without_head
+from ...models.embeddings import embedded, without_head
 from ...models.preprocessing import with_preprocessing
 from ...models.weights import resolve_weights
 from ...training.inference import load_trained
+from .audit.audit_pass import available_memory, check_memory, one_pass
+from .audit.neighbours import search
 from .audit_report import save_pictures, summary_table, write_arrays
 from .findings import (
     FILES,
@@ -41,7 +42,7 @@ from .findings import (
     near_duplicates,
     write_csv,
 )
-from .near_copies import Thumbnails, thumbnails
+from .near_copies import NEIGHBOURS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +70,19 @@ class Audited:
 
 
 def run_audit(
-    configs: list[str], overrides: list[str], checkpoint: str | None, out: str | None, similarity: float
+    configs: list[str],
+    overrides: list[str],
+    checkpoint: str | None,
+    out: str | None,
+    similarity: float,
+    max_files: int | None = None,
 ) -> str:
-    """The whole audit; returns the summary table. ``configs``: the --config files; none: the checkpoint's config."""
+    """The whole audit; returns the summary table. ``configs``: the --config files; none: the checkpoint's config.
+    ``max_files``: at most so many files, an even share of each split and class (``audit --max-files``)."""
     cfg, embedder, classes = audit_setup(configs, overrides, checkpoint)
     folder = Path(out) if out else Path(cfg.train.out_dir) / "audit"
     show = cfg.train.progress
-    audited, groups = read_splits(cfg.data, show)
+    audited, groups = read_splits(cfg.data, show, max_files)
     if classes is not None and classes != audited.files.classes:
         raise UserError(
             f"{checkpoint} was trained on other classes ({listing(classes)}) than {cfg.data.root}/train/ holds "
@@ -156,10 +163,12 @@ def exact_duplicate_findings(groups: list[DuplicateGroup]) -> list[Finding]:
     ]
 
 
-def read_splits(data: DataConfig, show: bool) -> tuple[Audited, list[DuplicateGroup]]:
+def read_splits(data: DataConfig, show: bool, max_files: int | None = None) -> tuple[Audited, list[DuplicateGroup]]:
     """train/, val/ and test/ listed and checked as a training start checks them (``folders.checked_splits``: bad
     files per ``data.on_bad_file``, one file index), with the exact duplicates those checks found; every file is
-    read for them once. An empty split is one line and left out; val and test are labelled with train's classes."""
+    read for them once. An empty split is one line and left out; val and test are labelled with train's classes.
+    ``max_files``: every split thinned evenly to that many files in all (the samples are listed class by class,
+    so every class keeps its share)."""
     root = Path(data.root)
     checked = checked_splits(root, data, show)
     sets: dict[str, datasets.DatasetFolder] = {}
@@ -169,6 +178,15 @@ def read_splits(data: DataConfig, show: bool) -> tuple[Audited, list[DuplicateGr
             continue
         dataset.transform = build_transform(data, train=False)  # train/'s was the training one: no random crops
         sets[split] = dataset
+    total = sum(len(dataset.samples) for dataset in sets.values())
+    if max_files is not None and 0 < max_files < total:
+        for dataset in sets.values():
+            share = max(1, len(dataset.samples) * max_files // total)
+            keep = np.unique(np.linspace(0, len(dataset.samples) - 1, share).round().astype(int))
+            dataset.samples = [dataset.samples[i] for i in keep]
+            dataset.targets = [target for _, target in dataset.samples]
+            if hasattr(dataset, "imgs"):
+                dataset.imgs = dataset.samples
     if "train" not in sets:
         raise UserError(f"{root / 'train'} holds no images: put each class's images in {root / 'train'}/<class>/")
     samples = [(path, target, split) for split, dataset in sets.items() for path, target in dataset.samples]
@@ -181,25 +199,6 @@ def read_splits(data: DataConfig, show: bool) -> tuple[Audited, list[DuplicateGr
     return Audited(files, sets), checked.groups or []
 
 
-def embeddings(embedder: Embedder, audited: Audited, data: DataConfig, train: TrainConfig) -> torch.Tensor:
-    """Every file's unit-length embedding, split after split."""
-    rows = []
-    for split, dataset in audited.sets.items():
-        loader = build_loader(dataset, data, train.seed, embedder.device, train=False)
-        batches = tracked(
-            (images for images, _ in loader), f"audit: embedding {split}", len(loader), train.progress, "batches"
-        )
-        rows.append(embed(embedder.model, batches, embedder.device, embedder.precision).cpu())
-    return torch.cat(rows)
-
-
-def pixel_thumbnails(audited: Audited, show: bool) -> Thumbnails:
-    """Every file's small grey thumbnails for the near-copy check, decoded as the split's dataset decodes it (the
-    decode contract, ``data/decoding/decode.py``; a packed split from its shards)."""
-    images = (dataset.loader(path) for dataset in audited.sets.values() for path, _ in dataset.samples)
-    return thumbnails(tracked(images, "audit: thumbnails", len(audited.files), show))
-
-
 def model_checks(
     embedder: Embedder,
     audited: Audited,
@@ -208,16 +207,25 @@ def model_checks(
     similarity: float,
     found: dict[str, list[Finding] | None],
 ) -> list[str]:
-    """Near duplicates, label issues and outliers from the embeddings, into ``found``; the arrays written for
-    whoever wants to look further (benchmarks/data_audit.py). Returns what to say about what was left out."""
-    from .label_checks import label_issues, outliers
+    """Near duplicates, label issues and outliers from one pass over the files (embeddings and thumbnails) and
+    one neighbour graph, into ``found``; the arrays written for whoever wants to look further
+    (benchmarks/data_audit.py). Returns what to say about what was left out."""
+    from .label_checks import OUTLIER_NEIGHBOURS, label_issues, outliers
 
     data, train = sections
-    plain = embeddings(embedder, audited, data, train)
-    files, features = audited.files, plain.numpy()
-    found["near_duplicate"] = near_duplicates(files, plain, pixel_thumbnails(audited, train.progress), similarity)
-    checked = label_issues(files, features, embedder.source, train.progress)
+    files, show, device = audited.files, train.progress, embedder.device
+    check_memory(len(files), embedding_width(embedder, data), len(files.classes), device, available_memory())
+    made = one_pass(audited.sets, embedder.model, (device, embedder.precision), data, train.seed, show)
+    graph = search(made.features, files.splits, max(NEIGHBOURS, OUTLIER_NEIGHBOURS) + 1, device, show=show)
+    found["near_duplicate"] = near_duplicates(files, graph, made.thumbs, similarity, device, show)
+    checked = label_issues(files, made.features, embedder.source, show, device, folder)
     found["label_issue"] = checked.findings
-    found["outlier"] = outliers(files, features, embedder.source)
-    write_arrays(folder, files, (features, checked.probabilities), embedder.source)
+    found["outlier"] = outliers(files, graph, embedder.source)
+    write_arrays(folder, files, (made.features, checked.probabilities), embedder.source)
     return [checked.note] if checked.note else []
+
+
+def embedding_width(embedder: Embedder, data: DataConfig) -> int:
+    """How wide the network's embeddings are: one blank picture through it, before the pass."""
+    blank = torch.zeros(1, 3, data.image_size, data.image_size, dtype=torch.uint8)
+    return next(embedded(embedder.model, [blank], embedder.device, embedder.precision)).shape[1]

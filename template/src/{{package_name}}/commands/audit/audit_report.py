@@ -12,26 +12,35 @@ from ...core.errors import UserError
 from .findings import FILES, AuditFiles, Finding, across_splits, flagged_classes
 
 GRID_FILES = 24  # files drawn per picture, highest score first: the CSV lists every one
+CHUNK = 65_536  # embeddings written at once
 PICTURED = ("exact_duplicate", "near_duplicate", "label_issue", "outlier")
 
 
-def write_arrays(folder: Path, files: AuditFiles, arrays: tuple[np.ndarray, ...], source: str) -> None:
+def write_arrays(folder: Path, files: AuditFiles, arrays: tuple[Any, np.ndarray], source: str) -> None:
     """``features.npy`` (N x D float32, unit length), ``pred_probs.npy`` (N x classes, every row out of sample) and
-    ``arrays.json``, naming each row's file."""
+    ``arrays.json``, naming each row's file. Written in chunks: no float32 copy of a million embeddings in memory;
+    probabilities already in ``pred_probs.npy`` (a memory-mapped file, ``label_checks.label_issues``) stay there."""
     features, probabilities = arrays
     about = {
         "rows": "one per file, in the order train, val, test (each split in its dataset's order)",
         "features": f"{source}, L2-normalized",
-        "pred_probs": "every file's class probabilities from a logistic regression fitted without it "
-        "(stratified cross-validation on the features; a class of one image: fitted on all the others)",
+        "pred_probs": "every file's class probabilities from a linear head (softmax regression) trained without it "
+        "(stratified folds on the standardized features; a class of one image: trained on all the others)",
         "classes": files.classes,
         "paths": files.paths,
         "splits": files.splits,
         "labels": [files.classes[target] for target in files.targets],
     }
-    np.save(folder / "features.npy", features.astype(np.float32))
+    rows = np.lib.format.open_memmap(folder / "features.npy", "w+", np.float32, tuple(features.shape))
+    for top in range(0, len(rows), CHUNK):
+        rows[top : top + CHUNK] = np.asarray(features[top : top + CHUNK], dtype=np.float32)
+    rows.flush()
+    del rows
     (folder / "features_mirrored.npy").unlink(missing_ok=True)  # an earlier version's: no longer these files'
-    np.save(folder / "pred_probs.npy", probabilities.astype(np.float32))
+    if isinstance(probabilities, np.memmap) and Path(str(probabilities.filename)) == folder / "pred_probs.npy":
+        probabilities.flush()  # written there as they came
+    else:
+        np.save(folder / "pred_probs.npy", probabilities.astype(np.float32))
     (folder / "arrays.json").write_text(json.dumps(about, indent=1) + "\n")
 
 

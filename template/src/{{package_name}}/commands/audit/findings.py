@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ...core.errors import UserError
+from .audit.neighbours import Neighbours
 from .near_copies import MATCH, Thumbnails, near_copies
 
 # Each kind of finding: its CSV file, and the columns that follow kind, split, path, class, score (in this order).
@@ -89,10 +90,18 @@ def flagged_classes(rows: list[Finding]) -> list[Finding]:
     return [row for row in rows if row.score > 1 - IMBALANCE_SHARE]
 
 
-def near_duplicates(files: AuditFiles, features: torch.Tensor, thumbs: Thumbnails, threshold: float) -> list[Finding]:
-    """Pairs of files that show the same picture (``near_copies.py``: embedding candidates checked on the pixels),
-    each listed once, on the later file (the val or test file of a pair across splits), ``duplicate_of`` the earlier
-    one; the score is the pixels' best normalized cross-correlation, highest first."""
+def near_duplicates(
+    files: AuditFiles,
+    graph: Neighbours | torch.Tensor,
+    thumbs: Thumbnails,
+    threshold: float,
+    device: torch.device | None = None,
+    show: bool = False,
+) -> list[Finding]:
+    """Pairs of files that show the same picture (``near_copies.py``: candidates from the audit's neighbour graph
+    of the embeddings, or from the embeddings, checked on the pixels), each listed once, on the later file (the
+    val or test file of a pair across splits), ``duplicate_of`` the earlier one; the score is the pixels' best
+    normalized cross-correlation, highest first."""
     rows = [
         files.finding(
             "near_duplicate",
@@ -100,7 +109,7 @@ def near_duplicates(files: AuditFiles, features: torch.Tensor, thumbs: Thumbnail
             score,
             {"duplicate_of": files.paths[earlier], "duplicate_split": files.splits[earlier]},
         )
-        for later, earlier, score in near_copies(features, thumbs, files.splits, threshold)
+        for later, earlier, score in near_copies(graph, thumbs, files.splits, threshold, device, show)
     ]
     return sorted(rows, key=lambda row: -row.score)
 

@@ -8,7 +8,10 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    files of each earlier split and its nearest earlier file of its own split, by the embeddings' cosine (from
    ``SHORTLIST_COSINE``: a crop keeps its meaning) and, as many again, by the correlation of small grey
    thumbnails, mirror image included, from ``SCREEN`` (a resized, re-compressed, recoloured or mirrored copy,
-   whatever the network).
+   whatever the network). The embeddings' nearest files are the audit's one neighbour graph (``neighbours.py``,
+   which the outliers read too); the thumbnails' come from the same search over them. Both search blocks of
+   files against each split, never an N x N matrix; in its own split, a file's nearest earlier file is looked
+   for among its ``NEIGHBOURS`` nearest.
    A file's real copy is never hidden behind another look-alike: every split gets its own nearest files. A pair
    whose mean colours differ by more than ``COLOUR`` is dropped: a copy keeps its colours.
 2. The check: does one file's picture appear in the other's, whole or as a crop of ``FRACTIONS`` of a side (at the
@@ -34,6 +37,9 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 
+from ...core.progress import meter
+from .audit.neighbours import Neighbours, search
+
 SIDE, SCREEN_SIDE = 32, 16  # thumbnail sides (pixels, squashed to a square) of the check and of the screen
 BLUR = {SIDE: 2.0, SCREEN_SIDE: 1.0}  # the high-pass: each thumbnail less its Gaussian blur of this sigma (pixels)
 CONTRAST = 4.0  # grey levels added to every window's standard deviation: a near-blank patch matches nothing
@@ -54,22 +60,79 @@ COLOUR = 15.0
 LUMA = torch.tensor([0.299, 0.587, 0.114])
 CHROMA = torch.tensor([[-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])  # ITU-R 601 Cb and Cr of RGB
 PAIRS_PER_CHUNK = 1024  # candidate pairs compared at once: 1,024 x 32 x 32 floats a step
-ROWS_PER_CHUNK = 1024  # rows of a similarity matrix made at once
+THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's rows: 64 MB)
+# Up to this many files, the pixel check's float thumbnails and integral images are made once for every file
+# (about 30 KB a file: 0.6 GB); above, for the rows of each batch of pairs, as they are compared.
+EAGER = 20_000
 
 
 @dataclass(frozen=True)
 class Thumbnails:
-    """Every file's grey thumbnails, high-passed (N x 1 x side x side, by side), its width / height and its colour."""
+    """Every file's thumbnail, kept small: grey uint8 (N x 1 x ``SIDE`` x ``SIDE``: 1 KB a file, made in the
+    loader workers of the embedding pass, ``thumbnail``), its width / height and its mean colour. The pixel
+    check's high-passed float thumbnails and their integral images are made from it for the pairs it compares
+    (``sides``, ``tables``: indexed like tensors), never for every file at once."""
 
-    sides: dict[int, torch.Tensor]
+    grey: torch.Tensor
     aspect: torch.Tensor
     chroma: torch.Tensor  # N x 2: each picture's mean colour, Cb and Cr (0 for grey)
 
+    def __len__(self) -> int:
+        return len(self.grey)
+
     @cached_property
-    def tables(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    def sides(self) -> dict[int, Sides]:
+        """The high-passed grey thumbnails by side, made when indexed: ``sides[side][rows]``."""
+        return {side: Sides(self.grey, side) for side in (SIDE, SCREEN_SIDE)}
+
+    @cached_property
+    def tables(self) -> dict[int, tuple[Tables, Tables]]:
         """Each thumbnail's integral image and its square's (float64: no rounding where sums of squares are
         subtracted), by side: the sum over any window in four look-ups (``window_sums``)."""
-        return {side: (integral(images), integral(images * images)) for side, images in self.sides.items()}
+        return {side: (Tables(rows, False), Tables(rows, True)) for side, rows in self.sides.items()}
+
+
+class Sides:
+    """The high-passed float thumbnails at ``side`` of the rows asked for (``Thumbnails.sides``)."""
+
+    def __init__(self, grey: torch.Tensor, side: int) -> None:
+        self.grey, self.side = grey, side
+        self.whole: torch.Tensor | None = None  # every row, made once, where they are few (``EAGER``)
+
+    def __len__(self) -> int:
+        return len(self.grey)
+
+    def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        if len(self.grey) <= EAGER:
+            if self.whole is None:
+                self.whole = self.made(slice(None))
+            return self.whole[rows]
+        return self.made(rows)
+
+    def made(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        large = self.grey[rows].float()
+        if self.side != SIDE:
+            large = F.interpolate(large, size=(self.side, self.side), mode="bilinear", antialias=True)
+        return highpass(large, BLUR[self.side])
+
+
+class Tables:
+    """The integral images (of the square where ``squared``) of the rows asked for, from ``Sides``."""
+
+    def __init__(self, rows: Sides, squared: bool) -> None:
+        self.rows, self.squared = rows, squared
+        self.whole: torch.Tensor | None = None  # every row's, made once, where they are few (``EAGER``)
+
+    def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        if len(self.rows) <= EAGER:
+            if self.whole is None:
+                self.whole = self.made(slice(None))
+            return self.whole[rows]
+        return self.made(rows)
+
+    def made(self, rows: torch.Tensor | slice) -> torch.Tensor:
+        images = self.rows[rows]
+        return integral(images * images if self.squared else images)
 
 
 def integral(images: torch.Tensor) -> torch.Tensor:
@@ -97,23 +160,23 @@ def highpass(images: torch.Tensor, sigma: float) -> torch.Tensor:
     return images - TF.gaussian_blur(images, [int(4 * sigma) | 1] * 2, [sigma, sigma])
 
 
+def thumbnail(image: object) -> tuple[torch.Tensor, float, torch.Tensor]:
+    """One decoded file's thumbnail as ``Thumbnails`` keeps it: grey uint8 ``1 x SIDE x SIDE`` (ITU-R 601 luma,
+    as Pillow's "L"), width / height, mean Cb and Cr. Made where the file is decoded (a loader worker of the
+    embedding pass): the file is decoded once, and 1 KB a file comes back."""
+    rgb, aspect = square(image)
+    grey = torch.einsum("chw,c->hw", rgb, LUMA)[None].round().clamp(0, 255).to(torch.uint8)
+    chroma = torch.einsum("chw,kc->k", rgb, CHROMA) / (SIDE * SIDE)  # the picture's mean Cb and Cr
+    return grey, aspect, chroma
+
+
 def thumbnails(images: Iterable[object]) -> Thumbnails:
     """The thumbnails of decoded files (``square``'s kinds), in their order."""
-    squares, aspects = [], []
-    for image in images:
-        rgb, aspect = square(image)
-        squares.append(rgb)
-        aspects.append(aspect)
-    colours = torch.stack(squares) if squares else torch.zeros(0, 3, SIDE, SIDE)
-    large = torch.einsum("nchw,c->nhw", colours, LUMA)[:, None]  # ITU-R 601 luma, as Pillow's "L"
-    small = (
-        F.interpolate(large, size=(SCREEN_SIDE, SCREEN_SIDE), mode="bilinear", antialias=True)
-        if squares
-        else (torch.zeros(0, 1, SCREEN_SIDE, SCREEN_SIDE))
-    )
-    sides = {SIDE: highpass(large, BLUR[SIDE]), SCREEN_SIDE: highpass(small, BLUR[SCREEN_SIDE])}
-    chroma = torch.einsum("nchw,kc->nk", colours, CHROMA) / (SIDE * SIDE)  # each picture's mean Cb and Cr
-    return Thumbnails(sides, torch.tensor(aspects, dtype=torch.float32), chroma)
+    made = [thumbnail(image) for image in images]
+    if not made:
+        return Thumbnails(torch.zeros(0, 1, SIDE, SIDE, dtype=torch.uint8), torch.zeros(0), torch.zeros(0, 2))
+    grey, aspect, chroma = zip(*made, strict=True)
+    return Thumbnails(torch.stack(grey), torch.tensor(aspect, dtype=torch.float32), torch.stack(chroma))
 
 
 def centred(templates: torch.Tensor) -> torch.Tensor:
@@ -123,41 +186,47 @@ def centred(templates: torch.Tensor) -> torch.Tensor:
     return templates / (templates.pow(2).sum((-2, -1), keepdim=True) + CONTRAST**2 * count).sqrt()
 
 
-def nearest_earlier(
-    vectors: torch.Tensor, mirrored: torch.Tensor | None, splits: list[str], floor: float
-) -> set[tuple[int, int]]:
-    """(file, earlier file) pairs: each file's ``NEIGHBOURS`` most similar files of each earlier split and its most
-    similar earlier file of its own split, at least ``floor`` similar (unit rows, so a matrix product, P17);
-    ``mirrored``: the rows of the mirror images, compared too."""
-    names = list(dict.fromkeys(splits))
-    codes = torch.tensor([names.index(split) for split in splits])
-    pairs: set[tuple[int, int]] = set()
-    for code in range(len(names)):
-        columns = torch.nonzero(codes == code).flatten()
-        later = torch.nonzero(codes >= code).flatten()
-        for start in range(0, len(later), ROWS_PER_CHUNK):
-            rows = later[start : start + ROWS_PER_CHUNK]
-            similarity = vectors[rows] @ vectors[columns].T
-            if mirrored is not None:
-                similarity = torch.maximum(similarity, mirrored[rows] @ vectors[columns].T)
-            similarity = similarity.masked_fill(columns[None, :] >= rows[:, None], float("-inf"))  # earlier only
-            values, where = similarity.topk(min(NEIGHBOURS, len(columns)), dim=1)
-            # In its own split, the nearest earlier file only (a burst of photos of one scene would list every pair).
-            own = (codes[rows] == code)[:, None] & (torch.arange(where.shape[1]) > 0)[None, :]
-            keep = (values >= floor) & ~own
-            pairs |= set(zip(rows[:, None].expand_as(where)[keep].tolist(), columns[where[keep]].tolist(), strict=True))
-    return pairs
+def earlier_pairs(graph: Neighbours, floor: float) -> torch.Tensor:
+    """(file, earlier file) pairs of the graph, as ``later * N + earlier`` codes: each file's ``NEIGHBOURS`` most
+    similar files of each earlier split and, in its own split, its most similar earlier file among its nearest
+    (a burst of photos of one scene would list every pair), at least ``floor`` similar."""
+    index, similarity = graph.index, graph.similarity  # N x splits x k
+    count, groups, depth = index.shape
+    rows = torch.arange(count)
+    code = torch.bucketize(rows, torch.tensor(graph.starts[1:-1], dtype=torch.long), right=True)  # each file's split
+    split = torch.arange(groups)[None, :, None]
+    close = (similarity >= floor) & (index >= 0)
+    other = (split < code[:, None, None]) & (torch.arange(depth) < NEIGHBOURS)[None, None, :] & close
+    own = (split == code[:, None, None]) & (index < rows[:, None, None]) & close
+    own &= own.cumsum(2) == 1  # the most similar earlier one only
+    keep = other | own
+    return rows[:, None, None].expand_as(index)[keep] * count + index[keep]
 
 
-def candidates(features: torch.Tensor, thumbs: Thumbnails, splits: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The pairs worth a check (module docstring, step 1): the later file of each, and the earlier one."""
-    small = thumbs.sides[SCREEN_SIDE]
-    plain, mirror = centred(small).flatten(1), centred(small.flip(-1)).flatten(1)  # whole pictures: a dot is the NCC
-    pairs = nearest_earlier(features, None, splits, SHORTLIST_COSINE) | nearest_earlier(plain, mirror, splits, SCREEN)
-    ordered = sorted(pairs)
-    return torch.tensor([p[0] for p in ordered], dtype=torch.long), torch.tensor(
-        [p[1] for p in ordered], dtype=torch.long
-    )
+def thumbnail_rows(thumbs: Thumbnails, mirror: bool) -> torch.Tensor:
+    """Each file's whole ``SCREEN_SIDE`` thumbnail as a unit row (a dot product of two is their NCC; the mirror
+    image where ``mirror``), float16, chunk by chunk: the float thumbnails of every file are never made at once."""
+    rows = torch.empty(len(thumbs), SCREEN_SIDE * SCREEN_SIDE, dtype=torch.float16)
+    for top in range(0, len(thumbs), THUMBNAILS_PER_CHUNK):
+        small = thumbs.sides[SCREEN_SIDE][slice(top, top + THUMBNAILS_PER_CHUNK)]
+        rows[top : top + len(small)] = centred(small.flip(-1) if mirror else small).flatten(1).half()
+    return rows
+
+
+def candidates(
+    graph: Neighbours, thumbs: Thumbnails, splits: list[str], device: torch.device, show: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pairs worth a check (module docstring, step 1): the later file of each, and the earlier one. The
+    embeddings' pairs come from the audit's one neighbour graph; the thumbnails' from a search of their own
+    (the picture and its mirror image against every picture)."""
+    plain = thumbnail_rows(thumbs, False)
+    codes = [earlier_pairs(graph, SHORTLIST_COSINE)]
+    for queries, what in ((plain, ""), (thumbnail_rows(thumbs, True), ", mirrored")):
+        found = search(plain, splits, NEIGHBOURS + 1, device, queries, show, f"audit: similar thumbnails{what}")
+        codes.append(earlier_pairs(found, SCREEN))  # the picture's and its mirror image's, each on its own
+        del found  # one search's graph at a time
+    codes = torch.cat(codes).unique()  # sorted
+    return codes // len(splits), codes % len(splits)
 
 
 def crop_shapes(aspect: torch.Tensor, side: int) -> torch.Tensor:
@@ -226,18 +295,32 @@ def window_sums(table: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 
 def near_copies(
-    features: torch.Tensor, thumbs: Thumbnails, splits: list[str], threshold: float = MATCH
+    graph: Neighbours | torch.Tensor,
+    thumbs: Thumbnails,
+    splits: list[str],
+    threshold: float = MATCH,
+    device: torch.device | None = None,
+    show: bool = False,
 ) -> list[tuple[int, int, float]]:
-    """(later file, earlier file, NCC) of every pair that shows the same picture, by the audit's order."""
-    later, earlier = candidates(features, thumbs, splits)
+    """(later file, earlier file, NCC) of every pair that shows the same picture, by the audit's order.
+    ``graph``: the audit's neighbour graph of the embeddings (``neighbours.search``), or the unit embeddings."""
+    device = device or torch.device("cpu")
+    if isinstance(graph, torch.Tensor):
+        graph = search(graph, splits, NEIGHBOURS + 1, device)
+    later, earlier = candidates(graph, thumbs, splits, device, show)
     alike = (thumbs.chroma[later] - thumbs.chroma[earlier]).norm(dim=1) <= COLOUR  # a copy keeps its colours
     later, earlier = later[alike], earlier[alike]
     scores = torch.full((len(later),), -1.0)
-    for start in range(0, len(later), PAIRS_PER_CHUNK):
-        part = slice(start, start + PAIRS_PER_CHUNK)
-        screened = best_match(thumbs, SCREEN_SIDE, later[part], earlier[part])
-        passed = torch.nonzero(screened >= SCREEN).flatten() + start
-        if len(passed):
-            scores[passed] = best_match(thumbs, SIDE, later[passed], earlier[passed])
+    shown = meter("audit: pixel check", len(later), show, "pairs")
+    try:
+        for start in range(0, len(later), PAIRS_PER_CHUNK):
+            part = slice(start, start + PAIRS_PER_CHUNK)
+            screened = best_match(thumbs, SCREEN_SIDE, later[part], earlier[part])
+            passed = torch.nonzero(screened >= SCREEN).flatten() + start
+            if len(passed):
+                scores[passed] = best_match(thumbs, SIDE, later[passed], earlier[passed])
+            shown.update(len(screened))
+    finally:
+        shown.close()
     hits = torch.nonzero(scores >= threshold).flatten().tolist()
     return [(int(later[i]), int(earlier[i]), float(scores[i])) for i in hits]
