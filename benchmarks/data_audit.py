@@ -229,12 +229,13 @@ def one_set(args: argparse.Namespace, clean: Path, seed: int, share: float, tmp:
     if args.start_check:
         flags.append(start_check(args, root, seed))
     arrays = read_arrays(folder, root)
-    with quiet():  # their progress bars and log lines
-        flags.append(datalab_flags("Datalab", arrays))
-        flags.append(cleanvision_flags(root))
-        flags.append(imagededup_flags(root))
-        flags.append(imagededup_flags(root, *network_and_transform(args.weights, args.size)))
-        flags.append(by_hand(root, args.weights, args.size, seed))
+    if not args.audit_only:  # the other tools (the bench extra), on the same set
+        with quiet():  # their progress bars and log lines
+            flags.append(datalab_flags("Datalab", arrays))
+            flags.append(cleanvision_flags(root))
+            flags.append(imagededup_flags(root))
+            flags.append(imagededup_flags(root, *network_and_transform(args.weights, args.size)))
+            flags.append(by_hand(root, args.weights, args.size, seed))
     scores = {flag.tool: score(flag, truth) | {"seconds_per_1000": 1000 * flag.seconds / files} for flag in flags}
     result: dict[str, Any] = {
         "seed": seed,
@@ -455,14 +456,17 @@ def drive(args: argparse.Namespace) -> None:
             raise SystemExit(f"{args.template or REPO}: its generated project has no audit command (issue 52)")
         args.start_check = importlib.util.find_spec(f"{PACKAGE}.data.duplicates") is not None
         import cleanlab  # noqa: F401  # every tool's imports before any timing: the audit's cleanlab too
-        import cleanvision  # noqa: F401
+
+        if not args.audit_only:
+            import cleanvision  # noqa: F401
         import matplotlib.figure  # noqa: F401  # the audit's pictures (the plots extra)
         import sklearn.linear_model  # noqa: F401
         import timm  # noqa: F401
 
         importlib.import_module(f"{PACKAGE}.commands.audit")  # the audit's own modules, as the tools' above
 
-        imagededup_import()
+        if not args.audit_only:
+            imagededup_import()
         clean = make_clean(tmp / "clean", *args.per_class)
         report: dict[str, Any] = {
             "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_average_at_start": os.getloadavg()},
@@ -522,6 +526,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "data_audit.json")
     parser.add_argument("--tables-from", type=Path, help="make the tables again from this saved report; no run")
     parser.add_argument("--paste", action="store_true", help="put the tables into README.md and benchmarks/README.md")
+    parser.add_argument(
+        "--audit-only", action="store_true", help="the audit and the start check alone: no other tool, no training"
+    )
     parser.add_argument("--quick", action="store_true", help="a few photos a class, one seed, 32 px: that it runs")
     args = parser.parse_args()
     if args.tables_from:
@@ -534,10 +541,12 @@ def main() -> None:
         return
     args.plan = Plan()
     args.train_seeds = args.seeds if args.train_seeds is None else args.train_seeds
+    if args.audit_only:
+        args.epochs = 0
     if args.quick:
         args.seeds, args.shares, args.per_class, args.size, args.epochs = [0], [0.1], [3, 4, 1], 32, 1
         args.train_seeds = [0]
-        args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, no_class=2)
+        args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, plain_each=1, no_class=2)
     drive(args)
 
 
