@@ -39,6 +39,7 @@ from .bad_files import (
 from .cache import keeps_in_memory
 from .decode import IMAGE_EXTENSIONS, ImageFiles
 from .file_index import FileIndex
+from .file_lists import ListUse, read_lists
 from .gpu_decode import EncodedImages
 from .loaders import loader_workers, worker_start
 from .pipeline import batch_path, fill_workers, square_side
@@ -109,6 +110,7 @@ def folder_dataset(
     check_files: bool = True,
     index: FileIndex | None = None,
     problems: Problems | None = None,
+    lists: ListUse | None = None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
@@ -119,6 +121,8 @@ def folder_dataset(
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
     ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
+    ``lists``: ``data.exclude``'s files of this split are left out as soon as it is listed (file_lists.py): they are
+    neither checked nor indexed.
     """
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else IMAGE_EXTENSIONS
@@ -142,6 +146,8 @@ def folder_dataset(
             )
     finally:
         scanned.shown.close()
+    if lists is not None:
+        lists.leave_out(dataset, root.name)
     index = index or FileIndex(root, None)
     skip = cfg.on_bad_file == "skip"  # then every process checks the files: each needs the list of bad ones
     if skip or check_files:
@@ -160,7 +166,10 @@ def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **option
     """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
     is a folder that ``pack-shards`` wrote (data/shards.py; it was checked file by file when packed)."""
     if is_packed(root):
-        return PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))  # type: ignore[return-value]
+        packed = PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))
+        if options.get("lists") is not None:
+            options["lists"].leave_out(packed, split)  # the samples keep the paths they had in the folder
+        return packed  # type: ignore[return-value]
     return folder_dataset(root / split, cfg, train, **options)
 
 
@@ -251,13 +260,19 @@ def checked_splits(
     # The node's checker alone writes what the checks found; the others (under skip) read it, and keep nothing.
     indexes = {split: FileIndex(root / split, folder, keep=check_files) for split in splits}
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
-    said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
+    lists = ListUse(read_lists(cfg), root)  # data.exclude and data.relabel: read before any file is listed
+    said = {"progress": progress, "check_files": check_files, "problems": problems, "lists": lists}  # said below
     sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
     for split in splits[1:]:
         sets[split] = split_dataset(root, split, cfg, train=False, allow_empty=True, index=indexes[split], **said)
         # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others, and
         # one that train/ lacks is said now (for test/: not after training).
         align_classes(sets[split], sets["train"].class_to_idx)
+    for split, dataset in sets.items():
+        lists.relabel(dataset, split)  # train/'s class indices, so that no index moves
+    if world.is_main:
+        for line in lists.lines():
+            print(line, flush=True)
     groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
     problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
     return CheckedSplits(sets, indexes, folder, groups)

@@ -19,6 +19,7 @@ from ..core.errors import UserError
 from ..data.bad_files import READ_ERRORS, BadFileError, bombs_refused, extension_list, leave_out, listing, reason
 from ..data.decode import IMAGE_EXTENSIONS, ImageFiles
 from ..data.duplicates import left_out
+from ..data.file_lists import FileLists, ListUse, read_lists
 from ..data.folders import (
     NPY_EXTENSIONS,
     align_classes,
@@ -85,20 +86,30 @@ def load_trained(
 
 
 def run_evaluate(
-    loaded: Loaded, split: str = "val", progress: bool = False, per_sample: bool = False
+    loaded: Loaded,
+    split: str = "val",
+    progress: bool = False,
+    per_sample: bool = False,
+    excluded: bool = True,
 ) -> dict[str, Any]:
     """``engine.evaluate`` on one split; ``per_sample`` also keeps each file's loss and prediction (``samples``,
-    with ``dataset``, whose ``samples`` name the files in the same order), for the top-losses picture."""
+    with ``dataset``, whose ``samples`` name the files in the same order), for the top-losses picture.
+    ``data.exclude``'s files are left out as training leaves them out (``excluded=False``: kept, to compare), and
+    ``data.relabel``'s read under their class; ``lists`` in the result says what they did."""
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
-    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True)
+    read = read_lists(cfg.data)  # a malformed list: one line, before the split is listed
+    lists = ListUse(read if excluded else FileLists(frozenset(), read.relabel, read.files), root)
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, lists=lists)
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
         leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
+    lists.relabel(dataset, split)
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
     result = evaluate(loaded.model, loader, compute, len(loaded.classes), progress=progress, per_sample=per_sample)
+    result["lists"] = lists
     if per_sample:
         result["samples"]["target"] = torch.as_tensor(dataset.targets, dtype=torch.long)
         result["dataset"] = dataset
