@@ -174,27 +174,28 @@ class ListUse:
         dataset.samples = dataset.imgs = samples
         dataset.targets = [target for _, target in samples]
 
-    def missing(self) -> list[str]:
-        """Listed paths of the splits read that none of them held (moved, renamed or deleted since)."""
-        listed = set(self.lists.exclude) | set(self.lists.relabel)
-        return sorted(key for key in listed - self.held if key.split("/", 1)[0] in self.splits)
+    def missing(self, key: str) -> list[str]:
+        """The paths of list ``key`` (exclude, relabel), in the splits read, that none of them held (moved, renamed
+        or deleted since the list was written)."""
+        listed = self.lists.exclude if key == "exclude" else set(self.lists.relabel)
+        return sorted(path for path in set(listed) - self.held if path.split("/", 1)[0] in self.splits)
 
     def lines(self) -> list[str]:
-        """The start's lines: how many files each list changed, by split, and a warning naming the stale paths."""
+        """The start's lines: how many files each list changed, by split, and a warning naming its stale paths."""
         said = []
-        for key, counts, done in (("exclude", self.left, "left out"), ("relabel", self.moved, "read under the class")):
-            if key in self.lists.files:
-                parts = ", ".join(f"{counts[split]} of {split}/" for split in self.splits if counts[split]) or "none"
-                how = done if key == "exclude" else f"{done} it gives"
-                said.append(f"data.{key}: {sum(counts.values())} file(s) {how} ({parts}), as {self.lists.files[key]} "
-                            "lists; no file moved")  # fmt: skip
-        stale = self.missing()
-        if stale:
-            named = " and ".join(f"data.{key} {file}" for key, file in self.lists.files.items())
-            said.append(
-                f"warning: {named} name(s) {len(stale)} file(s) that data.root does not hold (moved, renamed or "
-                f"deleted?): {listing(stale)}; nothing is done about them: audit again to write the lists afresh"
-            )
+        for key, counts in (("exclude", self.left), ("relabel", self.moved)):
+            if key not in self.lists.files:
+                continue
+            file = self.lists.files[key]
+            parts = ", ".join(f"{counts[split]} of {split}/" for split in self.splits if counts[split]) or "none"
+            done = "left out" if key == "exclude" else "read under the class the list gives them"
+            said.append(f"data.{key} {file}: {sum(counts.values())} file(s) {done} ({parts}); no file moved")
+            stale = self.missing(key)
+            if stale:
+                said.append(
+                    f"warning: data.{key} {file} names {len(stale)} file(s) that data.root does not hold (moved, "
+                    f"renamed or deleted since?): {listing(stale)}; they are ignored: audit again to write it afresh"
+                )
         return said
 
 
