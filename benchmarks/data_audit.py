@@ -541,12 +541,12 @@ def main() -> None:
         return
     args.plan = Plan()
     args.train_seeds = args.seeds if args.train_seeds is None else args.train_seeds
-    if args.audit_only:
-        args.epochs = 0
     if args.quick:
         args.seeds, args.shares, args.per_class, args.size, args.epochs = [0], [0.1], [3, 4, 1], 32, 1
         args.train_seeds = [0]
         args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, plain_each=1, no_class=2)
+    if args.audit_only:
+        args.epochs = 0
     drive(args)
 
 
