@@ -237,7 +237,12 @@ def build_datasets(
 
 
 def checked_splits(
-    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
+    root: Path,
+    cfg: DataConfig,
+    progress: bool = False,
+    world: World | None = None,
+    out_dir: Path | None = None,
+    say_lists: bool = True,
 ) -> CheckedSplits:
     """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
 
@@ -246,7 +251,8 @@ def checked_splits(
     ``out_dir/bad_files.txt`` where the line names only some (kept even when the run stops there).
     The per-file checks are made by each node's local rank 0 (and, under skip, by every rank: each needs the
     list); test/ is checked by those alone (it is evaluated once, by the main process, at the end); the
-    duplicates (duplicates.py) are found by the main process from what its checks kept.
+    duplicates (duplicates.py) are found by the main process from what its checks kept. ``data.exclude`` and
+    ``data.relabel`` (file_lists.py) apply to every split, said by the main process unless ``say_lists`` is off.
     """
     world = world or World()
     # The one place that decides which process checks the files: a bad file stops the node's local rank 0.
@@ -270,7 +276,7 @@ def checked_splits(
         align_classes(sets[split], sets["train"].class_to_idx)
     for split, dataset in sets.items():
         lists.relabel(dataset, split)  # train/'s class indices, so that no index moves
-    if world.is_main:
+    if world.is_main and say_lists:
         for line in lists.lines():
             print(line, flush=True)
     groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None

@@ -103,7 +103,7 @@ def run_evaluate(
     lists = ListUse(read if excluded else FileLists(frozenset(), read.relabel, read.files), root)
     dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, lists=lists)
     if cfg.data.duplicates == "drop":  # the copies a training start leaves out (data/duplicates.py), left out here too
-        leave_out(dataset, left_out(checked_splits(root, cfg.data).groups or []))
+        leave_out(dataset, left_out(checked_splits(root, cfg.data, say_lists=False).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
     lists.relabel(dataset, split)
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
