@@ -527,8 +527,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "data_audit.json")
     parser.add_argument("--tables-from", type=Path, help="make the tables again from this saved report; no run")
     parser.add_argument("--paste", action="store_true", help="put the tables into README.md and benchmarks/README.md")
+    parser.add_argument(
+        "--audit-only", action="store_true", help="the audit and the start check alone: no other tool, no training"
+    )
     parser.add_argument("--quick", action="store_true", help="a few photos a class, one seed, 32 px: that it runs")
-    parser.add_argument("--audit-only", action="store_true", help="the audit and Datalab on its arrays, no other tool")
     args = parser.parse_args()
     if args.tables_from:
         report = json.loads(args.tables_from.read_text())
@@ -543,7 +545,9 @@ def main() -> None:
     if args.quick:
         args.seeds, args.shares, args.per_class, args.size, args.epochs = [0], [0.1], [3, 4, 1], 32, 1
         args.train_seeds = [0]
-        args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, no_class=2)
+        args.plan = Plan(exact_bytes=1, exact_pixels=1, near_each=1, plain_each=1, no_class=2)
+    if args.audit_only:
+        args.epochs = 0
     drive(args)
 
 

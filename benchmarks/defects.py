@@ -10,6 +10,11 @@ crops from those left and right of it. ``inject`` then adds, with a seed:
   near copies of validation files in train/, one transform each: resized (40 to 75 % of each side), re-compressed
       (JPEG quality 20 to 50), cropped (75 to 90 % of each side), flipped (left to right), recoloured (brightness,
       contrast and saturation each by 0.85 to 1.15);
+  near copies of plain pictures: a validation file blurred in place (a photo of little detail: Gaussian blur of
+      2 to 4 % of a side), and its copy in train/ cropped to 90 to 95 % of each side and saved at JPEG quality 65
+      to 75, as a user's lightly cropped, re-sent photo of blurred wood or fur (issue 59); by what they show:
+      blurred textures (coffee's wood and cup, ihc's tissue, china, flower), fur (cat), sky with some structure
+      (rocket's towers at dusk, hubble's field);
   training files moved to another class's folder (a share of the clean training files: 5 % and 10 % in the run);
   images of no class in training folders: crops of photographs, textures and scans that are none of the ten
       subjects (scikit-image's cameraman, coins, moon, retina, ...; matplotlib's present box).
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageEnhance, ImageOps
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 from real_photos import GRID, PHOTOS, crop_boxes, save_as_camera  # sibling script: benchmarks/ is on the path
 
 SPLIT_CELLS = {"val": [(0, 1), (2, 1)], "test": [(1, 0), (1, 2)]}  # the odd cells of the checkerboard, shared out
@@ -59,7 +64,16 @@ NO_CLASS = (
 )
 NO_CLASS_SIDE = 128  # pixels of an outlier's shorter side, about a class crop's
 BLANK_STD = 12.0  # grey levels (of 255): a crop below it is blank (about 9 % of the crops: rocket's sky, mostly)
-STREAMS = {"exact": 1, "near": 2, "mislabelled": 3, "no_class": 4}  # one random stream per kind of defect
+# The near copies of plain pictures (issue 59): their kind, and the classes whose val crops show it.
+PLAIN_KINDS = {
+    "blurred texture": ("coffee", "ihc", "china", "flower"),
+    "blurred fur": ("cat",),
+    "blurred sky": ("rocket", "hubble"),
+}
+PLAIN_BLUR = (0.02, 0.04)  # the Gaussian blur's sigma, of the picture's side
+PLAIN_CROPPED = (0.9, 0.95)  # of each side
+PLAIN_QUALITY = (65, 75)  # JPEG quality of the copy
+STREAMS = {"exact": 1, "near": 2, "mislabelled": 3, "no_class": 4, "plain": 5}  # one random stream per kind of defect
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,7 @@ class Plan:
     exact_bytes: int = 10
     exact_pixels: int = 10
     near_each: int = 10  # copies per near transform
+    plain_each: int = 10  # near copies per kind of plain picture (PLAIN_KINDS)
     mislabelled: float = 0.05
     no_class: int = 10
 
@@ -185,6 +200,34 @@ def near_copy(
     raise ValueError(transform)
 
 
+def plain_copies(out: Path, val: list[Path], used: set[Path], each: int, truth: Truth, seed: int) -> None:
+    """``each`` near copies of every kind of ``PLAIN_KINDS``: val files not ``used`` by other copies, of the kind's
+    classes, blurred in place (``val`` holds the clean set's paths: the files changed are ``out``'s), and a lightly
+    cropped, re-compressed copy of each in its class's train/ folder; into ``truth.near``."""
+    rng = np.random.default_rng([seed, STREAMS["plain"]])
+    index = 0
+    for kind, classes in PLAIN_KINDS.items():
+        pool = [path for path in val if path.parent.name in classes and path not in used]
+        for position in rng.permutation(len(pool))[:each]:
+            source = pool[int(position)]
+            used.add(source)
+            image = upright(source)
+            blurred = image.filter(ImageFilter.GaussianBlur(min(image.size) * rng.uniform(*PLAIN_BLUR)))
+            kept = out / source.relative_to(source.parents[2])  # the same val file, in the injected set
+            blurred.save(kept, "JPEG", quality=90)  # upright now: no orientation tag
+            width, height = blurred.size
+            keep_w, keep_h = (round(side * rng.uniform(*PLAIN_CROPPED)) for side in (width, height))
+            left, top = int(rng.integers(0, width - keep_w + 1)), int(rng.integers(0, height - keep_h + 1))
+            target = out / "train" / source.parent.name / f"plain_{index:03d}.jpg"
+            quality = int(rng.integers(PLAIN_QUALITY[0], PLAIN_QUALITY[1] + 1))
+            blurred.crop((left, top, left + keep_w, top + keep_h)).save(target, "JPEG", quality=quality)
+            index += 1
+            source_name = kept.relative_to(out).as_posix()
+            truth.near.append({"path": target.relative_to(out).as_posix(), "source": source_name, "transform": kind})
+            photo, source_top, source_left, *_ = truth.regions[source_name]
+            truth.regions[truth.near[-1]["path"]] = [photo, source_top + top, source_left + left, keep_h, keep_w]
+
+
 def no_class_image(source: Path, rng: np.random.Generator) -> Image.Image:
     """A square crop (50 to 100 % of the shorter side) of a picture of no class, scaled to a class crop's size."""
     image = Image.open(source).convert("RGB")
@@ -235,6 +278,8 @@ def inject(clean: Path, out: Path, plan: Plan, seed: int) -> Truth:
         truth.near.append({"path": rel(target), "source": rel(out / source.relative_to(clean)), "transform": transform})
         photo, source_top, source_left, *_ = truth.regions[truth.near[-1]["source"]]
         truth.regions[rel(target)] = [photo, source_top + top, source_left + left, height, width]
+
+    plain_copies(out, val, set(sources), plan.plain_each, truth, seed)
 
     # Clean training files moved to another class's folder: a prefix of one permutation, so 5 % is within 10 %.
     rng = np.random.default_rng([seed, STREAMS["mislabelled"]])

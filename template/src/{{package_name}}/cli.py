@@ -133,6 +133,11 @@ def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="PNG of the images with the highest loss (default: top_losses.png beside the checkpoint; '' for none)",
     )
+    evaluate.add_argument(
+        "--compare-excluded",
+        action="store_true",
+        help="also score the split with data.exclude's files kept in: both figures printed, to compare like with like",
+    )
 
 
 def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
@@ -227,6 +232,11 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from .training.inference import format_report, run_evaluate
 
     loaded = load_checkpoint_for(args)
+    if args.compare_excluded and not loaded.config.data.exclude:
+        raise UserError(
+            "evaluate --compare-excluded compares with and without the files of a list, and data.exclude names none: "
+            "add --set data.exclude=FILE (the exclude.txt that audit wrote)"
+        )
     drawn = loaded.config.train.pictures  # false: no picture beside the checkpoint; a PATH named draws all the same
     picture = picture_path(args.confusion, default_confusion_path(args.checkpoint, args.split), drawn)
     losses = picture_path(args.top_losses, default_confusion_path(args.checkpoint, args.split, "top_losses"), drawn)
@@ -237,7 +247,15 @@ def evaluate_command(args: argparse.Namespace) -> int:
     missing = pictures_missing() if picture or losses else None
     show = loaded.config.train.progress and sys.stderr.isatty()
     result = run_evaluate(loaded, args.split, progress=show, per_sample=bool(losses and not missing))
-    print(format_report(result, loaded.classes))  # with the metrics models/extensions.py adds
+    for line in result["lists"].lines():  # what data.exclude and data.relabel did to the split
+        print(line)
+    if args.compare_excluded:  # the same checkpoint on both sets: the figure a run without the list would show
+        kept = run_evaluate(loaded, args.split, progress=show, excluded=False)
+        gone = result["lists"].left[args.split]
+        print(f"with the {gone} file(s) data.exclude lists:  {format_report(kept, loaded.classes)}")
+        print(f"without them (as training scored): {format_report(result, loaded.classes)}")
+    else:
+        print(format_report(result, loaded.classes))  # with the metrics models/extensions.py adds
     print(provenance_line(loaded.provenance))
     defaults = [path for path, named in ((csv_path, args.csv), (matrix, args.matrix)) if named is None]
     print(report_extras(result["confusion"], loaded.classes, csv_path, matrix, defaults))  # before any picture

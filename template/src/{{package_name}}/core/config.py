@@ -125,6 +125,14 @@ class DataConfig:
         "files with the same bytes or pixels in train/, val/, test/: warn | drop: keep one of each group | error",
         choices=("warn", "drop", "error"),
     )
+    exclude: str | None = option(
+        None,
+        "a list of files to leave out (one path a line, relative to root: audit's exclude.txt); none is moved",
+    )
+    relabel: str | None = option(
+        None,
+        "a CSV of path,suggested_class: those files are read under that class of train/ (audit's relabel.csv)",
+    )
     auto_augment: str = option(
         "none",
         "an augmentation policy after crop and flip",
@@ -362,7 +370,15 @@ def validate(config: Config) -> None:
 def joint_problems(config: Config) -> list[str]:
     """The rules that tie keys together."""
     problems = []
-    model = config.model
+    model, data = config.model, config.data
+    for key in ("exclude", "relabel"):
+        if getattr(data, key) is not None and not str(getattr(data, key)).strip():
+            problems.append(f"data.{key} is empty: name the list file (audit writes one), or set it to null")
+    if data.exclude is not None and data.exclude == data.relabel:
+        problems.append(
+            f"data.exclude and data.relabel both name {data.exclude}: the first is a list of paths, the second a CSV "
+            "of path,suggested_class (audit writes exclude.txt and relabel.csv)"
+        )
     if model.mean is not None and model.std is not None and (len(model.mean) != len(model.std) or not model.std):
         problems.append("model.mean and model.std need one value per channel, std > 0")
     if model.freeze_backbone and model.pretrained_weights is None and model.init_from is None:

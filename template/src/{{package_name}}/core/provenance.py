@@ -60,13 +60,35 @@ def data_fingerprint(dataset: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def provenance(train_set: Any, val_set: Any) -> dict[str, Any]:
+def list_digests(files: dict[str, str | None]) -> dict[str, dict[str, str]]:
+    """``data.exclude`` and ``data.relabel`` (data/file_lists.py): each list's file and the SHA-256 of its bytes, so
+    that a checkpoint says which files its run left out or relabelled even after the list is written again."""
+    record = {}
+    for key, name in files.items():
+        if name:
+            try:
+                digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+            except OSError:  # read at the start a moment ago: gone since, the digest is unknown
+                digest = "unreadable"
+            record[key] = {"file": str(name), "sha256": digest}
+    return record
+
+
+def lists_changed(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """Which of the lists changed since a checkpoint was written, in words; None when none did."""
+    changed = [f"data.{key}" for key in ("exclude", "relabel") if saved.get(key) != now.get(key)]
+    return f"{' and '.join(changed)} changed" if changed else None
+
+
+def provenance(train_set: Any, val_set: Any, lists: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """The record; ``lists``: the config's ``data.exclude`` and ``data.relabel`` files, recorded by digest."""
     return {
         "template": template_answers(),
         "git": git_commit(),
         "torch": str(torch.__version__),  # a TorchVersion object would not load with weights_only=True
         "torchvision": str(torchvision.__version__),
         "data": {"train": data_fingerprint(train_set), "val": data_fingerprint(val_set)},
+        "lists": list_digests(lists or {}),
         # Which decoder made the training pixels: nvjpeg (data/loading/gpu_decode.py) or cpu; a resume keeps it.
         "decoder": getattr(train_set, "decoder", "cpu"),
     }
@@ -97,7 +119,10 @@ def one_line(record: dict[str, Any]) -> str:
     commit = f"{git['commit'][:10]}{' (dirty)' if git.get('dirty') else ''}" if git else "no git"
     train = record.get("data", {}).get("train", {})
     images = sum(entry["count"] for entry in train.values())
+    lists = "".join(
+        f", data.{key} {entry['file']} ({entry['sha256']})" for key, entry in (record.get("lists") or {}).items()
+    )
     return (
         f"provenance: template {version}, project commit {commit}, torch {record.get('torch')}, "
-        f"torchvision {record.get('torchvision')}, trained on {images} images in {len(train)} classes"
+        f"torchvision {record.get('torchvision')}, trained on {images} images in {len(train)} classes{lists}"
     )

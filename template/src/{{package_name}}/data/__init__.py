@@ -23,8 +23,8 @@ from typing import Any
 FRONT_DOOR = {
     **dict.fromkeys(
         (
-            *("NPY_EXTENSIONS", "align_classes", "build_training_data", "build_transform", "check_data_root"),
-            *("check_split", "checked_splits", "has_split", "load_npy", "split_dataset", "warn_missing_classes"),
+            *("NPY_EXTENSIONS", "build_training_data", "build_transform", "checked_splits", "load_npy"),
+            "split_dataset",
         ),
         "folders",
     ),
@@ -36,6 +36,22 @@ FRONT_DOOR = {
     ),
     **dict.fromkeys(("DuplicateGroup", "left_out"), "files.duplicates"),
     **dict.fromkeys(("FileIndex", "index_folder"), "files.file_index"),
+    **dict.fromkeys(
+        ("align_classes", "check_data_root", "check_split", "has_split", "warn_missing_classes"), "files.layout"
+    ),
+    **dict.fromkeys(
+        (
+            "EXCLUDE_NAME",
+            "RELABEL_NAME",
+            "FileLists",
+            "ListUse",
+            "key_of",
+            "read_lists",
+            "write_exclude",
+            *("write_relabel",),
+        ),
+        "files.file_lists",
+    ),
     **dict.fromkeys(("PackedFiles", "PackedFolder", "is_packed", "packed_loader", "packed_splits"), "files.shards"),
     **dict.fromkeys(("CLASSES", "write_sample_data"), "files.sample_data"),
     **dict.fromkeys(("build_loader", "stop_workers"), "loading.loaders"),

@@ -7,7 +7,6 @@ model converts and normalizes them with its own buffers (see models/classifier.p
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from torchvision.transforms import v2
 from ..core.config import DataConfig, TrainConfig
 from ..core.device import select_device
 from ..core.distributed import World
-from ..core.errors import UserError
 from ..core.progress import meter
 from ..core.waiting import StartChecks
 from ..models import extensions
@@ -33,13 +31,13 @@ from .files.bad_files import (
     Problems,
     check_every_file,
     check_link_loops,
-    extension_list,
     leave_out,
-    listing,
     stray_files,
 )
 from .files.file_index import FileIndex, index_folder
-from .files.shards import PackedFolder, is_packed, packed_splits
+from .files.file_lists import ListUse, read_lists
+from .files.layout import SPLITS, align_classes, check_class_folders, check_data_root, has_split, warn_missing_classes
+from .files.shards import PackedFolder, is_packed
 from .files.start_checks import CheckedSplits
 from .loading import decode_race
 from .loading.cache import keeps_in_memory
@@ -50,7 +48,6 @@ from .loading.placement import Cached, Placement, measured_facts, place, recorde
 from .loading.store import CacheStore, cache_folder
 
 NPY_EXTENSIONS = (".npy",)
-SPLITS = ("train", "val")  # what data.root must hold; test/ is optional (duplicates.SPLITS: all three)
 BAD_FILES = "bad_files.txt"  # in train.out_dir: every problem file, where the start's line names only some
 
 
@@ -110,7 +107,7 @@ def folder_dataset(
     progress: bool = False,
     check_files: bool = True,
     index: FileIndex | None = None,
-    problems: Problems | None = None,
+    **said: Problems | ListUse | None,
 ) -> datasets.DatasetFolder:
     """P1: ImageFolder for images, DatasetFolder with a loader for .npy files.
 
@@ -119,9 +116,13 @@ def folder_dataset(
     ``check_files=False`` skips the per-file checks (stray files, every file
     read whole once): under torchrun one process per node makes them (``checked_splits`` decides which).
     ``index`` (``file_index.py``) remembers what the checks found: a second start checks only what changed.
-    ``problems``: where the stray and unreadable files found go, to be said with those of the other splits
+    ``said["problems"]``: where the stray and unreadable files found go, to be said with those of the other splits
     (``Problems.settle``); without it they are said here, for this split alone.
+    ``said["lists"]``: ``data.exclude``'s files of this split are left out as soon as it is listed (file_lists.py):
+    they are neither checked nor indexed.
     """
+    problems: Problems | None = said.get("problems")  # type: ignore[assignment]
+    lists: ListUse | None = said.get("lists")  # type: ignore[assignment]
     npy = cfg.format == "npy"
     extensions = NPY_EXTENSIONS if npy else IMAGE_EXTENSIONS
     check_link_loops(root)  # torchvision's folder walk follows links: a loop would never end
@@ -144,6 +145,8 @@ def folder_dataset(
             )
     finally:
         scanned.shown.close()
+    if lists is not None:
+        lists.leave_out(dataset, root.name)
     index = index or FileIndex(root, None)
     if check_files:
         index.stat([path for path, _ in dataset.samples], progress)  # before the checks read the files
@@ -161,21 +164,11 @@ def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **option
     """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
     is a folder that ``pack-shards`` wrote (data/files/shards.py; it was checked file by file when packed)."""
     if is_packed(root):
-        return PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))  # type: ignore[return-value]
+        packed = PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))
+        if options.get("lists") is not None:
+            options["lists"].leave_out(packed, split)  # the samples keep the paths they had in the folder
+        return packed  # type: ignore[return-value]
     return folder_dataset(root / split, cfg, train, **options)
-
-
-def has_split(root: Path, split: str) -> bool:
-    """Whether ``data.root`` holds the split: a subfolder, or a packed split."""
-    return split in packed_splits(root) if is_packed(root) else (root / split).is_dir()
-
-
-def check_split(root: Path, split: str) -> None:
-    """For the commands that read one split (evaluate --split, similar --split): name a missing one."""
-    if not has_split(root, split) and is_packed(root):
-        raise UserError(f"{root} holds no packed {split}/ split: pack a folder that has {split}/ with pack-shards")
-    if not has_split(root, split):
-        raise UserError(f"{root / split} not found: set data.root to the folder holding {split}/ (--set data.root=DIR)")
 
 
 class Counted:
@@ -188,26 +181,6 @@ class Counted:
     def __call__(self, path: str) -> bool:
         self.shown.update()
         return path.lower().endswith(self.extensions)
-
-
-def check_class_folders(root: Path, extensions: tuple[str, ...], allow_empty: bool) -> None:
-    """What ImageFolder needs, said in our words: one subfolder per class, each with at least one sample."""
-    example = f"{root}/<class name>/<file>, e.g. {root}/cat/0001.jpg and {root}/dog/0002.jpg"
-    classes = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
-    if not classes:
-        raise UserError(f"{root} has no class folders: put the samples in one subfolder per class, as {example}")
-    if not allow_empty:  # val/ may lack a class: it is labelled with train/'s classes
-        empty = [folder.name for folder in classes if not has_sample(folder, extensions)]
-        if empty:
-            raise UserError(
-                f"class folder(s) {', '.join(empty)} in {root} hold no {extension_list(extensions)} files: "
-                f"put samples in every class folder, as {example}, or remove the empty ones"
-            )
-
-
-def has_sample(folder: Path, extensions: tuple[str, ...]) -> bool:
-    """As ImageFolder counts: any file below the folder whose name ends in an accepted extension, in any case."""
-    return any(name.lower().endswith(extensions) for _, _, names in os.walk(folder, followlinks=True) for name in names)
 
 
 @dataclass(frozen=True)
@@ -229,7 +202,12 @@ def build_datasets(
 
 
 def checked_splits(
-    root: Path, cfg: DataConfig, progress: bool = False, world: World | None = None, out_dir: Path | None = None
+    root: Path,
+    cfg: DataConfig,
+    progress: bool = False,
+    world: World | None = None,
+    out_dir: Path | None = None,
+    say_lists: bool = True,
 ) -> CheckedSplits:
     """train/, val/ and test/ (where there) listed and checked as a start checks them, then their exact duplicates.
 
@@ -239,6 +217,7 @@ def checked_splits(
     also keeps the file index where data.cache_dir is none). The per-file checks are made by each node's local
     rank 0 whatever data.on_bad_file says, test/ by those alone (evaluated by the main process at the end), the
     duplicates (duplicates.py) by the main process; the other ranks wait while they progress (core/waiting.py).
+    ``data.exclude``, ``data.relabel`` (files/file_lists.py): every split's, said by the main process (``say_lists``).
     """
     world = world or World()
     checks = StartChecks(world, cfg.check_patience)
@@ -255,7 +234,8 @@ def checked_splits(
     # The node's checker alone writes what the checks found; the others read it, and keep nothing.
     indexes = {split: FileIndex(root / split, kept_in, keep=check_files) for split in splits}
     problems = Problems(NPY_EXTENSIONS if cfg.format == "npy" else IMAGE_EXTENSIONS)
-    said = {"progress": progress, "check_files": check_files, "problems": problems}  # said together, below
+    lists = ListUse(read_lists(cfg), root)  # data.exclude and data.relabel: read before any file is listed
+    said = {"progress": progress, "check_files": check_files, "problems": problems, "lists": lists}  # said below
     with checks.posting():  # a checker's progress, posted for the ranks that wait for it
         sets = {"train": split_dataset(root, "train", cfg, train=True, index=indexes["train"], **said)}
         for split in splits[1:]:
@@ -263,6 +243,10 @@ def checked_splits(
             # Labelled with train/'s classes: a class missing from val/ must not shift the labels of the others,
             # and one that train/ lacks is said now (for test/: not after training).
             align_classes(sets[split], sets["train"].class_to_idx)
+        for split, dataset in sets.items():
+            lists.relabel(dataset, split)  # train/'s class indices, so that no index moves
+        for line in lists.lines() if world.is_main and say_lists else []:
+            print(line, flush=True)
         groups = duplicates.found_at_start(root, sets, indexes, cfg, problems, progress) if world.is_main else None
         problems.settle(cfg.on_bad_file, out_dir / BAD_FILES if out_dir is not None else None, world.is_main)
     checks.wait()  # every node's checks done (and rank 0's duplicates), waited for while they progress
@@ -347,54 +331,3 @@ def decoder_race(train_set: datasets.DatasetFolder, cfg: DataConfig, world: Worl
     paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.num_workers, world, device)
     read, side = train_set.loader.read_bytes, square_side(cfg)  # the files' bytes, as the loader reads them
     return functools.partial(decode_race.race, paths, read, side, device, workers)
-
-
-def check_data_root(root: Path) -> None:
-    """data.root holds train/ and val/; the fix named depends on what the user pointed at."""
-    sample = root == Path(DataConfig.root)  # only the default sample path is made by sample-data
-    make_sample = f", or make the sample data with `sample-data {root}`" if sample else ""
-    if root.is_file():
-        raise UserError(f"data.root {root} is a file, not a folder: point it at the folder that holds train/ and val/")
-    if not root.is_dir():
-        raise UserError(
-            f"data.root {root} does not exist: point it at the folder that holds train/ and val/ "
-            f"(--set data.root=DIR){make_sample}"
-        )
-    if root.name in SPLITS and not all((root / split).is_dir() for split in SPLITS):
-        raise UserError(
-            f"data.root {root} is a {root.name}/ folder: set data.root to its parent, {root.parent}, "
-            "which holds train/ and val/"
-        )
-    for split in SPLITS:
-        if not (root / split).is_dir():
-            raise UserError(
-                f"{root / split} not found: data.root must hold train/ and val/, each with one folder per class "
-                f"({root}/train/<class name>/<file>){make_sample}"
-            )
-
-
-def align_classes(dataset: datasets.DatasetFolder, class_to_idx: dict[str, int]) -> None:
-    unknown = sorted(set(dataset.classes) - set(class_to_idx))
-    if unknown:
-        raise UserError(
-            f"{dataset.root} has classes that train/ lacks: {', '.join(unknown)}; add them to train/ or remove them"
-        )
-    own = dataset.classes
-    dataset.samples = [(path, class_to_idx[own[target]]) for path, target in dataset.samples]
-    dataset.imgs = dataset.samples
-    dataset.targets = [target for _, target in dataset.samples]
-    dataset.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
-    dataset.class_to_idx = dict(class_to_idx)
-
-
-def warn_missing_classes(dataset: datasets.DatasetFolder) -> list[str]:
-    """One line naming the training classes a split has no image of: its accuracy is silent about them."""
-    present = set(dataset.targets)
-    missing = [name for index, name in enumerate(dataset.classes) if index not in present]
-    if missing:
-        print(
-            f"warning: {dataset.root} has no images of {len(missing)} of the {len(dataset.classes)} classes: "
-            f"{listing(missing)}; val_acc does not measure them: move some of their images from train/ to "
-            f"{dataset.root}/<class name>/"
-        )
-    return missing

@@ -22,7 +22,9 @@ from ..data import (
     READ_ERRORS,
     BadFileError,
     FileIndex,
+    FileLists,
     ImageFiles,
+    ListUse,
     PackedFiles,
     PackedFolder,
     align_classes,
@@ -41,6 +43,7 @@ from ..data import (
     load_npy,
     packed_loader,
     packed_splits,
+    read_lists,
     reason,
     split_dataset,
     square_side,
@@ -111,22 +114,31 @@ def kept_index_folder(data: DataConfig, run_dir: Path, root: Path) -> Path | Non
 
 
 def run_evaluate(
-    loaded: Loaded, split: str = "val", progress: bool = False, per_sample: bool = False
+    loaded: Loaded,
+    split: str = "val",
+    progress: bool = False,
+    per_sample: bool = False,
+    excluded: bool = True,
 ) -> dict[str, Any]:
     """``engine.evaluate`` on one split; ``per_sample`` also keeps each file's loss and prediction (``samples``,
-    with ``dataset``, whose ``samples`` name the files in the same order), for the top-losses picture."""
+    with ``dataset``, whose ``samples`` name the files in the same order), for the top-losses picture.
+    ``data.exclude``'s files are left out as training leaves them out (``excluded=False``: kept, to compare), and
+    ``data.relabel``'s read under their class; ``lists`` in the result says what they did."""
     cfg = loaded.config
     root = Path(cfg.data.root)
     check_split(root, split)  # a subfolder, or a split that pack-shards packed
+    read = read_lists(cfg.data)  # a malformed list: one line, before the split is listed
+    lists = ListUse(read if excluded else FileLists(frozenset(), read.relabel, read.files), root)
     # What the training start's checks found: each file is read once, here, to be evaluated.
     folder = kept_index_folder(cfg.data, Path(cfg.train.out_dir), root)
-    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=FileIndex(root / split, folder))
-    if (
-        cfg.data.duplicates == "drop"
-    ):  # the copies a training start leaves out (data/files/duplicates.py), left out here too
+    index = FileIndex(root / split, folder)
+    dataset = split_dataset(root, split, cfg.data, train=False, allow_empty=True, index=index, lists=lists)
+    # The copies a training start leaves out (data/files/duplicates.py), left out here too.
+    if cfg.data.duplicates == "drop":
         indexed = cfg.data if folder is None else dataclasses.replace(cfg.data, cache_dir=str(folder))  # no images kept
-        leave_out(dataset, left_out(checked_splits(root, indexed).groups or []))
+        leave_out(dataset, left_out(checked_splits(root, indexed, say_lists=False).groups or []))
     align_classes(dataset, {name: index for index, name in enumerate(loaded.classes)})
+    lists.relabel(dataset, split)
     loader = build_loader(dataset, cfg.data, cfg.train.seed, loaded.device, train=False)  # file order: no shuffle
     compute = Compute(loaded.device, loaded.precision)
     extra = cfg.train.extra_metrics  # models/extensions.py's metrics, unless the config turns them off
@@ -139,6 +151,7 @@ def run_evaluate(
         per_sample=per_sample,
         extra_metrics=extra,
     )
+    result["lists"] = lists
     if per_sample:
         result["samples"]["target"] = torch.as_tensor(dataset.targets, dtype=torch.long)
         result["dataset"] = dataset

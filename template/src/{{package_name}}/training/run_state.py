@@ -66,7 +66,7 @@ from ..core.checkpoint import (
 from ..core.config import Config
 from ..core.distributed import World
 from ..core.errors import UserError
-from ..core.provenance import data_changes
+from ..core.provenance import data_changes, lists_changed
 from .ema import WeightAverage
 from .engine import EpochTotals, Optimization
 from .metrics import check_best_metric
@@ -324,12 +324,12 @@ class RunState:
 
     def data_note(self, state: dict[str, Any]) -> str | None:
         """Exact resume needs the same files: say what changed since the checkpoint (a warning, not a refusal)."""
-        changed = data_changes(state.get("provenance", {}).get("data", {}), self.parts.provenance["data"])
-        return (
-            f"the data changed since the checkpoint ({changed}): the run goes on, no longer exactly"
-            if changed
-            else None
-        )
+        saved = state.get("provenance", {})
+        changed = data_changes(saved.get("data", {}), self.parts.provenance["data"])
+        # data.exclude / data.relabel written again: the files may be the same, the choice is not.
+        lists = lists_changed(saved.get("lists", {}), self.parts.provenance.get("lists", {}))
+        said = "; ".join(part for part in (changed, lists) if part)
+        return f"the data changed since the checkpoint ({said}): the run goes on, no longer exactly" if said else None
 
     def decoder_note(self, state: dict[str, Any]) -> str | None:
         """The training images decoded by another decoder than the checkpoint's run used (``placement.py`` keeps

@@ -150,7 +150,8 @@ class Trainer:
             # The lock first, then the stale-file cleanup: a refused run touches nothing of the running one.
             claim_out_dir(self.out_dir, self.lock)
         # Where the run's code, data and pretrained weights came from: in every checkpoint.
-        record = {**provenance(train_set, val_set), "weights": self.start.record()}
+        lists = {"exclude": cfg.data.exclude, "relabel": cfg.data.relabel}  # by digest: what was left out, relabelled
+        record = {**provenance(train_set, val_set, lists), "weights": self.start.record()}
         # Every rank waits here (a long timeout, not collective_timeout) until all have set up their data: a
         # slow shared file system must not look like a dead rank. Before DDP wraps the model in assemble().
         started(self.world)

@@ -7,8 +7,10 @@ label issues and outliers need a network's embeddings: those of the pretrained
 weights the config names (``model.pretrained_weights``), or of a trained
 checkpoint (``--checkpoint``); without either they would mean nothing, and the
 audit says so in one line. The audit reads the files and writes only into its
-own folder: it never moves or deletes a file (docs/audit.md shows how to act on
-the CSVs).
+own folder: it never moves or deletes a file. Beside the CSVs it writes the two
+lists that act on them without moving one (``write_lists``): ``exclude.txt`` and
+``relabel.csv``, for ``data.exclude`` and ``data.relabel`` (data/file_lists.py,
+docs/audit.md).
 """
 
 from __future__ import annotations
@@ -25,24 +27,38 @@ from torchvision import datasets
 from ...core.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
 from ...core.device import configure_backends, resolve_precision, select_device
 from ...core.errors import UserError
-from ...data import DuplicateGroup, build_transform, checked_splits, listing
+from ...data import (
+    EXCLUDE_NAME,
+    RELABEL_NAME,
+    DuplicateGroup,
+    build_transform,
+    checked_splits,
+    key_of,
+    listing,
+    read_lists,
+    write_exclude,
+    write_relabel,
+)
 from ...models.classifier import build_model
 from ...models.embeddings import embedded, without_head
 from ...models.preprocessing import with_preprocessing
 from ...models.weights import resolve_weights
 from ...training.inference import load_trained
-from .audit.audit_pass import available_memory, check_memory, one_pass
-from .audit.neighbours import search
+from .audit_pass import available_memory, check_memory, one_pass
 from .audit_report import save_pictures, summary_table, write_arrays
 from .findings import (
     FILES,
+    RELABEL_SCORE,
     AuditFiles,
     Finding,
     class_balance,
+    leaking,
     near_duplicates,
+    to_relabel,
     write_csv,
 )
 from .near_copies import NEIGHBOURS
+from .neighbours import search
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +120,29 @@ def run_audit(
     else:
         notes += model_checks(embedder, audited, (cfg.data, cfg.train), folder, similarity, found)
     written = {kind: write_csv(folder, kind, rows) for kind, rows in found.items() if rows is not None}
+    notes += write_lists(folder, found, cfg.data)
     notes += save_pictures(found, audited, folder, Path(cfg.data.root))
     return summary_table(audited.files, found, written, notes)
+
+
+def write_lists(folder: Path, found: dict[str, list[Finding] | None], data: DataConfig) -> list[str]:
+    """``exclude.txt`` (the val/ and test/ files of every copy across splits) and ``relabel.csv`` (the label issues
+    above ``RELABEL_SCORE``), paths relative to ``data.root``; what ``data.exclude`` and ``data.relabel`` already
+    list is kept in them (the audit did not see those files as they were), so a list written over the one the
+    config names loses nothing. Returns the note that says how to use them."""
+    root, before = Path(data.root), read_lists(data)
+    excluded = set(before.exclude) | {key_of(row.path, root) for row in leaking(found)}
+    relabel = {key: (name, "", 0.0) for key, name in before.relabel.items()}
+    for row in to_relabel(found):
+        relabel[key_of(row.path, root)] = (row.extra["suggested_class"], row.label, row.score)
+    lists = write_exclude(folder / EXCLUDE_NAME, excluded), write_relabel(folder / RELABEL_NAME, relabel)
+    checked = "" if found.get("label_issue") is not None else " (no label check ran: no model)"
+    return [
+        f"{lists[0]}: {len(excluded)} val/ and test/ file(s) that copy a file of an earlier split; {lists[1]}: "
+        f"{len(relabel)} file(s) to read under the class suggested for them (label issues scored above "
+        f"{RELABEL_SCORE}){checked}. To act on them, with no file moved: "
+        f"--set data.exclude={lists[0]} --set data.relabel={lists[1]} (docs/audit.md)"
+    ]
 
 
 def audit_setup(

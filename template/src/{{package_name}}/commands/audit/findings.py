@@ -42,6 +42,9 @@ FILES = {
 NEAR_DUPLICATE_SIMILARITY = MATCH
 # A class with fewer images than this share of its split's median count is flagged (score above 1 - share).
 IMBALANCE_SHARE = 0.2
+# The label issues that go into relabel.csv: scored above this (1 - cleanlab's self-confidence: the cross-validated
+# model gives the folder's class under a tenth). The others stay in label_issues.csv, to be looked at.
+RELABEL_SCORE = 0.9
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,18 @@ def near_duplicates(
 def across_splits(rows: list[Finding]) -> int:
     """How many of the duplicate rows pair files of two splits (what inflates val_acc)."""
     return sum(row.split != row.extra.get("duplicate_split", row.split) for row in rows)
+
+
+def leaking(found: dict[str, list[Finding] | None]) -> list[Finding]:
+    """For exclude.txt: the later file of every pair across splits, exact or near (a val/ or test/ file that copies
+    one of an earlier split); a copy within a split stays (a burst of photos of one scene only weighs it more)."""
+    rows = [row for kind in ("exact_duplicate", "near_duplicate") for row in found.get(kind) or []]
+    return [row for row in rows if row.split != row.extra.get("duplicate_split", row.split)]
+
+
+def to_relabel(found: dict[str, list[Finding] | None], above: float = RELABEL_SCORE) -> list[Finding]:
+    """For relabel.csv: the label issues scored above ``above``, each with its suggested class."""
+    return [row for row in found.get("label_issue") or [] if row.score > above and row.extra.get("suggested_class")]
 
 
 def write_csv(folder: Path, kind: str, rows: list[Finding]) -> Path:
