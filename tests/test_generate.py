@@ -158,6 +158,14 @@ def test_data_shows_its_rooms_in_at_most_six_names() -> None:
     assert {"files", "decoding", "loading", "__init__.py"} <= set(names)
 
 
+def test_the_generated_conftest_names_every_template_test_module() -> None:
+    """Its template_hooks fixture empties your hooks for the template's own tests alone: the list is the folder's."""
+    conftest = (REPO / "template" / "tests" / "conftest.py.jinja").read_text()
+    listed = set(re.findall(r'^        "(test_\w+)",$', conftest.split("TEMPLATE_TESTS = ", 1)[1], re.MULTILINE))
+    on_disk = {p.name.removesuffix(".py.jinja") for p in (REPO / "template" / "tests").glob("test_*.py.jinja")}
+    assert listed == on_disk
+
+
 def test_template_code_is_plain_python() -> None:
     """Package files carry no Jinja, so they lint in place and merge cleanly on update.
 

@@ -172,7 +172,8 @@ def test_git_status_shows_each_move_as_a_rename(moved: Moved) -> None:
     """Issue 59: after the update, ``git status`` showed the old extensions.py deleted and staged beside an
     untracked models/extensions.py. Each move is staged as ``git mv`` stages one."""
     _, _, project, _, _ = moved
-    assert renames(project) == {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}
+    # v0.10.0's moves among them (an update to this release crosses v0.13.0's moves too, each a rename as well)
+    assert {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}.items() <= renames(project).items()
     untracked = [line for line in git(project, "status", "--porcelain").splitlines() if line.startswith("??")]
     assert not [line for line in untracked if any(new in line for _, new in MOVED)], untracked
 
@@ -202,7 +203,8 @@ def test_an_unedited_project_gets_the_new_layout(moved: Moved, tmp_path: Path) -
         assert not (project / SRC / old).exists(), old
         assert (project / SRC / new).read_text() == (fresh / SRC / new).read_text(), new
     # copier removed and wrote these files itself: staged as renames all the same
-    assert renames(project) == {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}
+    # v0.10.0's moves among them (an update to this release crosses v0.13.0's moves too, each a rename as well)
+    assert {f"{SRC}/{old}": f"{SRC}/{new}" for old, new in MOVED}.items() <= renames(project).items()
 
 
 # In data.py before v0.2.0 (data/folders.py since): a function of the user's that imports from extensions.py.

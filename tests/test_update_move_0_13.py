@@ -18,7 +18,6 @@ must pass.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +27,10 @@ from packaging.version import Version
 
 from torch_scaffold.releases import current_version
 
-from .conftest import REPO, TEMPLATE_FILES, check, generate, git, run_in
+from .conftest import REPO, check, generate, git, run_in
 from .lifecycle import commit, conflict_markers
 from .test_update_move import extract_release, release, replace_once, update
+from .test_update_move_0_10 import copy_checkout
 
 PACKAGE = "x_pkg"
 BEFORE = "0.12.2"  # the last release before the move
@@ -81,15 +81,6 @@ MOVED = {  # the files the user edits: old path -> new path, under the package
     "data/findings.py": "commands/audit/findings.py",
     "commands/audit.py": "commands/audit/audit.py",
 }
-
-
-def copy_checkout(dest: Path) -> None:
-    """This checkout's template files (uncommitted changes too), as make_template_repo copies them."""
-    dest.mkdir(parents=True)
-    for name in TEMPLATE_FILES:
-        shutil.copy2(REPO / name, dest / name)
-    for folder in ("template", "migrations"):
-        shutil.copytree(REPO / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 Moved = tuple[Path, Path, subprocess.CompletedProcess[str], dict[str, str]]

@@ -22,8 +22,8 @@ from ...core.errors import UserError
 from ...core.progress import tracked
 from ...data import build_loader
 from ...models.embeddings import embedded
-from .audit.neighbours import APPROXIMATE_FROM, faiss_module
 from .near_copies import SIDE, Thumbnails, thumbnail
+from .neighbours import APPROXIMATE_FROM, faiss_module
 
 # The embeddings as the host keeps them: float16 is enough for the search and the label check (measured on
 # benchmarks/data_audit.py: the same findings as float32) and half the memory.

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from ...core.errors import UserError
-from .audit.neighbours import Neighbours
 from .near_copies import MATCH, Thumbnails, near_copies
+from .neighbours import Neighbours
 
 # Each kind of finding: its CSV file, and the columns that follow kind, split, path, class, score (in this order).
 COLUMNS: dict[str, tuple[str, ...]] = {

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 
 from ...core.optional import require
 from ...core.progress import meter
-from .audit.linear_head import out_of_sample_probabilities
-from .audit.neighbours import Neighbours, search
 from .findings import AuditFiles, Finding
+from .linear_head import out_of_sample_probabilities
+from .neighbours import Neighbours, search
 
 FILTER = "prune_by_noise_rate"  # cleanlab's default way to decide which labels are issues
 RANKING = "self_confidence"  # the label quality score: the probability of the folder's class

@@ -130,6 +130,7 @@ def predict(
     out: np.ndarray,
 ) -> None:
     """``held``'s class probabilities into ``out``, ``PREDICT`` rows at a time."""
+    head.eval()  # P11: a plain linear layer, but evaluated as every model is
     mean, std = scale
     for top in range(0, len(held), PREDICT):
         rows = held[top : top + PREDICT]

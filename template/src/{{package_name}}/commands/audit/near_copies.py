@@ -38,7 +38,7 @@ from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 
 from ...core.progress import meter
-from .audit.neighbours import Neighbours, search
+from .neighbours import Neighbours, search
 
 SIDE, SCREEN_SIDE = 32, 16  # thumbnail sides (pixels, squashed to a square) of the check and of the screen
 BLUR = {SIDE: 2.0, SCREEN_SIDE: 1.0}  # the high-pass: each thumbnail less its Gaussian blur of this sigma (pixels)

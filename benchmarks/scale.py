@@ -1,0 +1,207 @@
+"""At the shape users grow into: 1,000 classes and many files, every step timed with its peak memory.
+
+It writes an ImageNet-shaped data set offline (``--classes`` classes of
+``--side`` px JPEGs, six train files a class for each val one, and planted
+defects: ``--copies`` val files copied into train), generates a project from
+this checkout, and runs each step the way a user does, as its own process:
+
+  first start   launch to the first training step, no file index and no cache
+  second start  the same with the index and the cache there (a new out_dir)
+  one epoch     ``train`` for one epoch, start included (``data.image_size`` = ``--side``)
+  evaluate      ``evaluate --checkpoint best.pt`` on val
+  audit         ``audit --checkpoint best.pt``, the trained model's embeddings: every stage it prints
+
+For each size of ``--files`` (7,000 and 70,000 by default: 10x steps) it prints
+one row a step: seconds, seconds per 1,000 files, peak resident memory (the
+largest process of the step, from ``wait4``), and the time per file against the
+smallest size's, which must stay within 1.5x (issue 57: cost grows with the
+data, not faster). The data sets stay in ``--data`` (default: a temporary
+folder) for another run.
+
+    .venv/bin/python benchmarks/scale.py [--files 7000 70000] [--classes 1000] [--side 32] [--steps ...]
+        [--data DIR] [--out .bench/scale.json]
+
+``--quick`` (700 files of 100 classes) only checks that it runs; the test suite calls it so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from copier import run_copy
+from PIL import Image
+from startup import FIRST_STEP  # a script beside this one: the trainer's launch to its first step
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = "scale_pkg"
+VAL_SHARE = 7  # one val file for every six train files: ImageNet's 1,281 / 50 is steeper, the point is the shape
+STEPS = ("first start", "second start", "one epoch", "evaluate", "audit")
+WRITERS = 2  # processes writing the JPEG files: this runs on machines of few cores
+
+
+def write_class(job: tuple[Path, int, int, int, int]) -> None:
+    """One class's files in train/ and val/ (a pool's task): a colour and a stripe of the class's own, with noise,
+    so that a model learns something and no two files are the same picture."""
+    root, label, train, val, side = job
+    rng = np.random.default_rng(label)
+    base, stripe = rng.integers(0, 256, 3), int(rng.integers(0, side))
+    for split, count in (("train", train), ("val", val)):
+        folder = root / split / f"c{label:05d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(count):
+            pixels = np.clip(base + rng.integers(-50, 51, (side, side, 3)), 0, 255).astype(np.uint8)
+            pixels[:, stripe] = 255 - base
+            Image.fromarray(pixels).save(folder / f"{index:05d}.jpg", quality=90)
+
+
+def write_data(root: Path, files: int, classes: int, side: int, copies: int) -> Path:
+    """``files`` files in ``classes`` classes (train and val), ``copies`` val files copied into train; kept when
+    already written with the same shape."""
+    shape = {"files": files, "classes": classes, "side": side, "copies": copies}
+    done = root / "shape.json"
+    if done.exists() and json.loads(done.read_text()) == shape:
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    per_class = max(files // classes, VAL_SHARE)
+    val = max(per_class // VAL_SHARE, 1)
+    jobs = [(root, label, per_class - val, val, side) for label in range(classes)]
+    with multiprocessing.get_context("fork").Pool(WRITERS) as pool:
+        pool.map(write_class, jobs, chunksize=16)
+    for index in range(copies):  # planted defects: a val file in train, under another name, in its own class
+        label = index * classes // max(copies, 1)
+        shutil.copyfile(root / "val" / f"c{label:05d}" / "00000.jpg", root / "train" / f"c{label:05d}" / "copy.jpg")
+    done.write_text(json.dumps(shape))
+    return root
+
+
+def generate(dest: Path) -> Path:
+    """A project from this checkout (its uncommitted changes too), as ``make demo REF=HEAD`` makes it."""
+    answers = {"project_name": PACKAGE, "package_name": PACKAGE}
+    run_copy(str(REPO), dest, data=answers, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD")
+    return dest
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """Run ``argv``; (seconds, peak resident MB of its largest process, its output). A failure stops the
+    benchmark, naming the step's last lines."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = child.stdout.read() if child.stdout else ""  # type: ignore[union-attr]
+    _, status, usage = os.wait4(child.pid, 0)  # the child's own rusage: its peak, not the parent's
+    child.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - started
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[2:6])}... failed ({child.returncode}):\n{output[-3000:]}")
+    return seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: kB on Linux
+
+
+def settings(data: Path, out: Path, side: int) -> list[str]:
+    sets = [f"data.root={data}", f"data.image_size={side}", f"train.out_dir={out}", "train.epochs=1"]
+    return [a for kv in sets for a in ("--set", kv)]
+
+
+def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work: Path) -> dict[str, dict[str, Any]]:
+    """Each step of ``steps`` on ``data``: {step: {seconds, peak_mb, ...}}; the audit's own stage lines kept."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "XDG_CACHE_HOME": str(work / "cache")}
+    shutil.rmtree(work / "cache", ignore_errors=True)  # a first start: no file index, no cache
+    module = [sys.executable, "-m", PACKAGE]
+    rows: dict[str, dict[str, Any]] = {}
+
+    def first_step(out: str) -> tuple[float, float]:
+        launch = {**env, "STARTUP_LAUNCH": repr(time.time())}
+        argv = [sys.executable, "-c", FIRST_STEP, PACKAGE, "train", "--config", "", *settings(data, work / out, side)]
+        _, peak, output = timed(argv, project, launch)
+        line = next((line for line in output.splitlines() if line.startswith("FIRST_STEP ")), None)
+        if line is None:
+            raise SystemExit(f"the trainer never reached its first step:\n{output[-3000:]}")
+        return float(line.split()[1]), peak
+
+    for step in steps:
+        if step in ("first start", "second start"):
+            seconds, peak = first_step(step.replace(" ", "_"))
+            rows[step] = {"seconds": seconds, "peak_mb": peak}
+        elif step == "one epoch":
+            seconds, peak, _ = timed(
+                [*module, "train", "--config", "", *settings(data, work / "run", side)], project, env
+            )
+            rows[step] = {"seconds": seconds, "peak_mb": peak}
+        elif step == "evaluate":
+            argv = [*module, "evaluate", "--checkpoint", str(work / "run" / "best.pt")]
+            seconds, peak, _ = timed(argv, project, env)
+            rows[step] = {"seconds": seconds, "peak_mb": peak}
+        elif step == "audit":
+            argv = [*module, "audit", "--checkpoint", str(work / "run" / "best.pt"), "--out", str(work / "audit")]
+            seconds, peak, output = timed(argv, project, env)
+            stages = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
+            rows[step] = {"seconds": seconds, "peak_mb": peak, "stages": stages}
+    return rows
+
+
+def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
+    """One row a step and size: seconds, per 1,000 files, peak MB, and time per file against the smallest size's."""
+    sizes = sorted(results)
+    lines = [
+        "| step | files | seconds | s per 1,000 files | peak MB | per file vs smallest |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in STEPS:
+        base = results[sizes[0]].get(step)
+        for files in sizes:
+            row = results[files].get(step)
+            if row is None:
+                continue
+            per_k = 1000 * row["seconds"] / files
+            ratio = per_k / (1000 * base["seconds"] / sizes[0]) if base else float("nan")
+            lines.append(
+                f"| {step} | {files:,} | {row['seconds']:.1f} | {per_k:.2f} | {row['peak_mb']:,.0f} | {ratio:.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, nargs="+", default=[7000, 70000], help="data set sizes, train and val")
+    parser.add_argument("--classes", type=int, default=1000)
+    parser.add_argument("--side", type=int, default=32, help="pixels of each file, and data.image_size")
+    parser.add_argument("--copies", type=int, default=20, help="val files copied into train (planted defects)")
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
+    parser.add_argument("--data", type=Path, help="where the data sets are written and kept (default: temporary)")
+    parser.add_argument("--out", type=Path, default=REPO / ".bench" / "scale.json")
+    parser.add_argument("--quick", action="store_true", help="700 files of 100 classes: that it runs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.files, args.classes, args.copies = [700], 100, 4
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        data_root = args.data or Path(tmp) / "data"
+        project = generate(Path(tmp) / "project")
+        results = {}
+        for files in sorted(args.files):
+            data = write_data(data_root / f"{files}", files, args.classes, args.side, args.copies)
+            work = Path(tmp) / f"work-{files}"
+            print(f"{files:,} files in {args.classes:,} classes at {args.side} px ...", flush=True)
+            results[files] = run_steps(project, data, args.side, tuple(args.steps), work)
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores\n")
+    print(table(results))
+    for files, rows in results.items():
+        for line in rows.get("audit", {}).get("stages", []):
+            print(f"  audit at {files:,}: {line}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"classes": args.classes, "side": args.side, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
