@@ -59,14 +59,17 @@ CLASSES = ("photos", "more_photos")
 
 
 def contract() -> types.ModuleType:
-    """This checkout's decode contract: the template's data/decoding/decode.py, with data/decoding/codec.py (how
-    TorchCodec loads) its one import of the package: both loaded as the modules of a bare package, no __init__.py run
-    (decode.py's one other import, the config it names in an annotation, is made only by type checkers)."""
-    folder = REPO / "template" / "src" / "{{package_name}}" / "data" / "decoding"
-    package = types.ModuleType("decode_contract")
-    package.__path__ = [str(folder)]  # a package's search path: `from . import codec` finds data/decoding/codec.py
+    """This checkout's decode contract: the template's data/decoding/decode.py, imported from the template's package
+    folder under another name (the folder's own name is Jinja's), with what it imports (codec.py, and the core's
+    light modules codec.py asks), not the rest of the package."""
+    folder = REPO / "template" / "src" / "{{package_name}}"
+    spec = importlib.util.spec_from_file_location(
+        "decode_contract", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    package = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[package.__name__] = package
-    return importlib.import_module("decode_contract.decode")
+    spec.loader.exec_module(package)  # type: ignore[union-attr]
+    return importlib.import_module("decode_contract.data.decoding.decode")
 
 
 def photo(index: int, size: tuple[int, int]) -> bytes:
