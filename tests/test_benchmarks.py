@@ -426,3 +426,25 @@ def test_evaluate_scale_quick(tmp_path: Path) -> None:
     for row in rows:
         assert "failed" not in row and row["total_s"] > 0 and row["peak_growth_mb"] >= 0
         assert 0 < row["picture_megapixels"] <= 25 and row["printed_lines"] <= 50
+
+
+@pytest.mark.bench
+def test_scale_quick(tmp_path: Path) -> None:
+    """700 files of 100 classes: every step of a user's run timed as its own process, the audit's stages kept."""
+    report = run_benchmark("scale.py", tmp_path / "scale.json", "--data", str(tmp_path / "data"))
+    assert isinstance(report, dict) and report["classes"] == 100
+    (rows,) = report["results"].values()
+    assert list(rows) == ["first start", "second start", "one epoch", "evaluate", "audit"]
+    assert all(row["seconds"] > 0 and row["peak_mb"] > 0 for row in rows.values()), rows
+    assert any("label" in line for line in rows["audit"]["stages"]), rows["audit"]["stages"]
+
+
+@pytest.mark.bench
+def test_audit_scale_quick(tmp_path: Path) -> None:
+    """3,000 synthetic embeddings in 50 classes: each stage after the embedding pass timed, and its planted defects
+    scored, so a change that stops a stage finding them fails here."""
+    report = run_benchmark("audit_scale.py", tmp_path / "audit_scale.json", "--features-only")
+    assert isinstance(report, dict)
+    (run,) = report["runs"]
+    assert run["total_seconds"] > 0 and run["total_peak_gb"] > 0
+    assert run["labels"]["recall"] is not None and run["labels"]["recall"] > 0.5, run["labels"]

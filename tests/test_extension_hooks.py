@@ -2,8 +2,8 @@
 
 The file belongs to the user (copier never overwrites it); what its docstrings suggest must not turn the
 template's own tests red, or a team learns to ignore red tests (issue 60). The hooks are filled as a user
-following each docstring would, and the project's tests run on the result: the files that build transforms,
-models, evaluations and runs in-process (quick), and, marked ``project_suite`` (make test-project), the whole suite.
+following each docstring would; the fill is checked here (make test), and the project's whole suite runs on the
+result, marked ``project_suite`` (make test-project: minutes of CPU that took make test past its 8 minutes).
 """
 
 import ast
@@ -17,10 +17,6 @@ import pytest
 from .conftest import check, run_in, run_project_suite
 
 HOOKS = ("custom_backbone", "extra_train_transforms", "extra_metrics")
-# The project's tests that the hooks reach: the training transform and the batch path (the files of the two tests
-# issue 60 saw fail), and test_extensions.py, which checks the filled hooks by their contract and follows each
-# example through training, evaluation, best.pt, DDP and a resume.
-AFFECTED = ("tests/test_extensions.py", "tests/test_data.py", "tests/test_batch_augment.py")
 
 
 def example_body(doc: str) -> str:
@@ -78,13 +74,6 @@ def test_the_filled_hooks_do_what_their_examples_say(filled: Path) -> None:
     )
     out = check(run_in(filled, sys.executable, "-c", probe))
     assert out.strip() == "128 None ['RandomRotation'] ['macro_f1', 'recall', 'top5']"
-
-
-def test_the_filled_hooks_keep_the_affected_tests_green(filled: Path) -> None:
-    """The tests the hooks reach in-process pass, those that failed with the rotation included, and the
-    contract tests pass on the examples."""
-    out = check(run_in(filled, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *AFFECTED))
-    assert " passed" in out and " failed" not in out
 
 
 @pytest.mark.project_suite
