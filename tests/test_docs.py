@@ -220,11 +220,18 @@ def test_the_readme_tree_is_a_generated_projects(project: Path) -> None:
 
 
 def test_the_readme_opens_with_what_it_is_the_two_commands_the_tree_and_the_alternatives() -> None:
-    """The first screen is for users: the two commands (the ones the Makefile has and .ci/run calls), what a
-    project holds, how it compares; the test suite's timing is for maintainers, in benchmarks/README.md."""
+    """The first screen is for users: the two commands (the ones the Makefile has and .ci/run calls), the team
+    workflow, what a project holds, how it compares; the test suite's timing is for maintainers, in
+    benchmarks/README.md."""
     readme = (REPO / "README.md").read_text()
     headings = re.findall(r"^## (.+)$", readme, re.M)
-    assert headings[:3] == [TREE_HEADING.removeprefix("## "), "How it compares", "Start a project"], headings[:3]
+    first = ["The team workflow", TREE_HEADING.removeprefix("## "), "How it compares", "Start a project"]
+    assert headings[:4] == first, headings[:4]
+    # Issue 60: the team workflow first, in at most 30 lines: copy, check, status, update, as commands.
+    team = readme.split("\n## The team workflow\n", 1)[1].split("\n## ", 1)[0]
+    assert len(team.strip().splitlines()) <= 30, len(team.strip().splitlines())
+    steps = re.findall(r"^torch-scaffold (\w+)", team, re.M)
+    assert steps == ["new", "check", "status", "update"], steps
     commands = re.search(r"```bash\n(.*?)```", readme.split("\n## ", 1)[0], re.S)
     assert commands, "the README opens with its two commands"
     said = [line.split("#")[0].split() for line in commands.group(1).splitlines()]
