@@ -40,32 +40,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from startup import commit_of, cpu_name, generate, write_files
+# startup.FIRST_STEP runs inside the trainer's process: it times build_training_data, and at the first train_step
+# prints the seconds since launch, the data's share and the process's peak memory, then ends it.
+from startup import FIRST_STEP, commit_of, cpu_name, generate, write_files
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSES = 1_000
 PROCESSES = 2  # writers of the PNG files: the machines this runs on have few cores, shared
-
-# Run inside the trainer's process: times build_training_data, and at the first train_step prints the seconds
-# since launch, the data's share and the process's peak memory, then ends it.
-TIMED = """
-import os, resource, sys, time, importlib
-launch = float(os.environ["STARTUP_LAUNCH"])
-trainer = importlib.import_module(sys.argv[1] + ".training.trainer")
-real_data, spent = trainer.build_training_data, []
-def build_training_data(*args, **kwargs):
-    started = time.time()
-    try:
-        return real_data(*args, **kwargs)
-    finally:
-        spent.append(time.time() - started)
-def first_step(*args, **kwargs):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"FIRST_STEP {time.time() - launch:.3f} {sum(spent):.3f} {peak:.1f}", flush=True)
-    os._exit(0)
-trainer.build_training_data, trainer.train_step = build_training_data, first_step
-sys.exit(importlib.import_module(sys.argv[1] + ".cli").main(sys.argv[2:]))
-"""
 
 
 def write_data(root: Path, files: int, classes: int = CLASSES) -> Path:
@@ -93,7 +74,7 @@ def start(project: Path, package: str, data: Path, out_dir: Path, cache: Path, s
     logs = out_dir.parent / f"{out_dir.name}.log"
     with open(logs.with_suffix(".out"), "w+") as stdout, open(logs.with_suffix(".err"), "w+") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-c", TIMED, package, *args], cwd=project, env=env, stdout=stdout, stderr=stderr
+            [sys.executable, "-c", FIRST_STEP, package, *args], cwd=project, env=env, stdout=stdout, stderr=stderr
         )
         # wait4: this start's own peak, and its waited-for children's (the check's workers), not an earlier start's
         _, _, usage = os.wait4(process.pid, 0)

@@ -15,7 +15,9 @@ For each size of ``--files`` (7,000 and 70,000 by default: 10x steps) it prints
 one row a step: seconds, seconds per 1,000 files, peak resident memory (the
 largest process of the step, from ``wait4``), and the time per file against the
 smallest size's, which must stay within 1.5x (issue 57: cost grows with the
-data, not faster). The data sets stay in ``--data`` (default: a temporary
+data, not faster). A second table fits each step as a fixed part plus a cost a
+file through the smallest and largest sizes, and estimates, marked as such,
+ImageNet's 1.33 million files on a 32-core, 8-GPU server (``estimate``). The data sets stay in ``--data`` (default: a temporary
 folder) for another run.
 
     .venv/bin/python benchmarks/scale.py [--files 7000 70000] [--classes 1000] [--side 32] [--steps ...]
@@ -149,13 +151,39 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
     return rows
 
 
+SERVER_CORES = 32  # the server of issue 57's users: 32 cores, 8 GPUs
+IMAGENET_FILES = 1_331_167  # ImageNet-1k's train and val files
+
+
+def fit(results: dict[int, dict[str, dict[str, Any]]], step: str) -> tuple[float, float] | None:
+    """A step's time as ``fixed + per_file * files`` through its smallest and largest measured sizes (seconds,
+    seconds a file); None with fewer than two sizes."""
+    sizes = [files for files in sorted(results) if step in results[files]]
+    if len(sizes) < 2:
+        return None
+    small, large = sizes[0], sizes[-1]
+    per_file = (results[large][step]["seconds"] - results[small][step]["seconds"]) / (large - small)
+    return max(results[small][step]["seconds"] - per_file * small, 0.0), max(per_file, 0.0)
+
+
+def estimate(line: tuple[float, float], cores: int) -> float:
+    """An estimate, not a measurement: the step's fixed part as measured, its per-file part (decoding, checking,
+    embedding: work the loader workers and the check's processes spread over every core) divided by the server's
+    cores over this machine's. A GPU does the model's share faster still; the CPU's decoding bounds it."""
+    fixed, per_file = line
+    return fixed + per_file * IMAGENET_FILES * cores / SERVER_CORES
+
+
 def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
-    """One row a step and size: seconds, per 1,000 files, peak MB, and time per file against the smallest size's."""
+    """One row a step and size: seconds, per 1,000 files, peak MB, and time per file against the smallest size's;
+    then, from the two sizes' fit, the estimate for ImageNet's 1.33 million files on a 32-core, 8-GPU server."""
     sizes = sorted(results)
+    cores = os.cpu_count() or 1
     lines = [
         "| step | files | seconds | s per 1,000 files | peak MB | per file vs smallest |",
         "|---|---|---|---|---|---|",
     ]
+    estimates = []
     for step in STEPS:
         base = results[sizes[0]].get(step)
         for files in sizes:
@@ -167,6 +195,17 @@ def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
             lines.append(
                 f"| {step} | {files:,} | {row['seconds']:.1f} | {per_k:.2f} | {row['peak_mb']:,.0f} | {ratio:.2f}x |"
             )
+        line = fit(results, step)
+        if line is not None:
+            minutes = estimate(line, cores) / 60
+            estimates.append(f"| {step} | {line[0]:.1f} | {1000 * line[1]:.2f} | {minutes:,.1f} (estimate) |")
+    if estimates:
+        lines += [
+            "",
+            f"| step | fixed s | s per 1,000 files | 1.33 M files, {SERVER_CORES} cores, 8 GPUs: minutes |",
+            "|---|---|---|---|",
+            *estimates,
+        ]
     return "\n".join(lines)
 
 

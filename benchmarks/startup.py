@@ -52,15 +52,24 @@ CLASSES = 10
 SIDE = 32  # pixels of each file
 PROCESSES = 2  # writers of the PNG files: the machines this runs on have few cores, shared
 
-# Run inside the trainer's process: the first call of train_step prints the seconds since launch and ends it.
+# Run inside the trainer's process: times build_training_data, and at the first call of train_step prints the
+# seconds since launch, the data's share of them and the process's peak memory (MB), then ends it.
 FIRST_STEP = """
-import os, sys, time, importlib
+import os, resource, sys, time, importlib
 launch = float(os.environ["STARTUP_LAUNCH"])
 trainer = importlib.import_module(sys.argv[1] + ".training.trainer")
+real_data, spent = trainer.build_training_data, []
+def build_training_data(*args, **kwargs):
+    started = time.time()
+    try:
+        return real_data(*args, **kwargs)
+    finally:
+        spent.append(time.time() - started)
 def first_step(*args, **kwargs):
-    print(f"FIRST_STEP {time.time() - launch:.3f}", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"FIRST_STEP {time.time() - launch:.3f} {sum(spent):.3f} {peak:.1f}", flush=True)
     os._exit(0)
-trainer.train_step = first_step
+trainer.build_training_data, trainer.train_step = build_training_data, first_step
 sys.exit(importlib.import_module(sys.argv[1] + ".cli").main(sys.argv[2:]))
 """
 
