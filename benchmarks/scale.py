@@ -17,11 +17,18 @@ largest process of the step, from ``wait4``), and the time per file against the
 smallest size's, which must stay within 1.5x (issue 57: cost grows with the
 data, not faster). A second table fits each step as a fixed part plus a cost a
 file through the smallest and largest sizes, and estimates, marked as such,
-ImageNet's 1.33 million files on a 32-core, 8-GPU server (``estimate``). The data sets stay in ``--data`` (default: a temporary
+ImageNet's 1.33 million files on a 32-core, 8-GPU server (``estimate``). Each
+step's CPU seconds (its processes', workers included) are kept beside: on a
+shared machine they compare the sizes where the wall seconds depend on what
+else ran. The data sets, and with them each size's run folder (its best.pt,
+for a later ``--steps audit``), stay in ``--data`` (default: a temporary
 folder) for another run.
 
     .venv/bin/python benchmarks/scale.py [--files 7000 70000] [--classes 1000] [--side 32] [--steps ...]
         [--data DIR] [--out .bench/scale.json]
+
+``--features-only 1280000`` runs the audit's stages after embedding on that many synthetic 1,280-wide
+embeddings in ``--classes`` classes instead (``audit_scale.py --features-only``, which owns that mode).
 
 ``--quick`` (700 files of 100 classes) only checks that it runs; the test suite calls it so.
 """
@@ -97,16 +104,22 @@ def generate(dest: Path) -> Path:
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
     """Run ``argv``; (seconds, peak resident MB of its largest process, its output). A failure stops the
-    benchmark, naming the step's last lines."""
+    benchmark, naming the step's last lines. The step's CPU seconds (its own and its reaped children's: the
+    loader workers, the check's processes) go to ``cpu_seconds``: on a shared machine they compare sizes where
+    the wall seconds depend on what else ran."""
     started = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = child.stdout.read() if child.stdout else ""  # type: ignore[union-attr]
     _, status, usage = os.wait4(child.pid, 0)  # the child's own rusage: its peak, not the parent's
     child.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
+    cpu_seconds.append(usage.ru_utime + usage.ru_stime)
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(argv[2:6])}... failed ({child.returncode}):\n{output[-3000:]}")
     return seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: kB on Linux
+
+
+cpu_seconds: list[float] = []  # each timed step's, in order
 
 
 def settings(data: Path, out: Path, side: int) -> list[str]:
@@ -117,7 +130,8 @@ def settings(data: Path, out: Path, side: int) -> list[str]:
 def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work: Path) -> dict[str, dict[str, Any]]:
     """Each step of ``steps`` on ``data``: {step: {seconds, peak_mb, ...}}; the audit's own stage lines kept."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "XDG_CACHE_HOME": str(work / "cache")}
-    shutil.rmtree(work / "cache", ignore_errors=True)  # a first start: no file index, no cache
+    if "first start" in steps:
+        shutil.rmtree(work / "cache", ignore_errors=True)  # a first start: no file index, no cache
     module = [sys.executable, "-m", PACKAGE]
     rows: dict[str, dict[str, Any]] = {}
 
@@ -133,7 +147,7 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
     for step in steps:
         if step in ("first start", "second start"):
             seconds, peak = first_step(step.replace(" ", "_"))
-            rows[step] = {"seconds": seconds, "peak_mb": peak}
+            rows[step] = {"seconds": seconds, "peak_mb": peak}  # CPU seconds: to the first step and past it
         elif step == "one epoch":
             seconds, peak, _ = timed(
                 [*module, "train", "--config", "", *settings(data, work / "run", side)], project, env
@@ -148,6 +162,7 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
             seconds, peak, output = timed(argv, project, env)
             stages = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
             rows[step] = {"seconds": seconds, "peak_mb": peak, "stages": stages}
+        rows[step]["cpu_s"] = cpu_seconds[-1]
     return rows
 
 
@@ -180,8 +195,9 @@ def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
     sizes = sorted(results)
     cores = os.cpu_count() or 1
     lines = [
-        "| step | files | seconds | s per 1,000 files | peak MB | per file vs smallest |",
-        "|---|---|---|---|---|---|",
+        "| step | files | seconds | s per 1,000 files | peak MB | per file vs smallest | CPU s | CPU per file vs "
+        "smallest |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     estimates = []
     for step in STEPS:
@@ -192,8 +208,11 @@ def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
                 continue
             per_k = 1000 * row["seconds"] / files
             ratio = per_k / (1000 * base["seconds"] / sizes[0]) if base else float("nan")
+            cpu = row.get("cpu_s", float("nan"))
+            cpu_ratio = (cpu / files) / (base.get("cpu_s", float("nan")) / sizes[0]) if base else float("nan")
             lines.append(
-                f"| {step} | {files:,} | {row['seconds']:.1f} | {per_k:.2f} | {row['peak_mb']:,.0f} | {ratio:.2f}x |"
+                f"| {step} | {files:,} | {row['seconds']:.1f} | {per_k:.2f} | {row['peak_mb']:,.0f} | {ratio:.2f}x "
+                f"| {cpu:.0f} | {cpu_ratio:.2f}x |"
             )
         line = fit(results, step)
         if line is not None:
@@ -219,7 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="where the data sets are written and kept (default: temporary)")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "scale.json")
     parser.add_argument("--quick", action="store_true", help="700 files of 100 classes: that it runs")
+    parser.add_argument(
+        "--features-only",
+        type=int,
+        metavar="FILES",
+        help="the audit's stages after embedding on FILES synthetic embeddings (audit_scale.py --features-only)",
+    )
     args = parser.parse_args(argv)
+    if args.features_only:  # one owner for that mode: audit_scale.py, which also runs alone
+        script = Path(__file__).with_name("audit_scale.py")
+        files, classes = str(args.features_only), str(args.classes)
+        return subprocess.call([sys.executable, str(script), "--features-only", "--files", files, "--classes", classes])
     if args.quick:
         args.files, args.classes, args.copies = [700], 100, 4
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
@@ -228,10 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         for files in sorted(args.files):
             data = write_data(data_root / f"{files}", files, args.classes, args.side, args.copies)
-            work = Path(tmp) / f"work-{files}"
+            # Beside the data where it is kept: a later run of --steps audit finds the epoch's best.pt there.
+            work = (args.data or Path(tmp)) / f"work-{files}"
             print(f"{files:,} files in {args.classes:,} classes at {args.side} px ...", flush=True)
             results[files] = run_steps(project, data, args.side, tuple(args.steps), work)
-            shutil.rmtree(work, ignore_errors=True)
+            if not args.data:
+                shutil.rmtree(work, ignore_errors=True)
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores\n")
     print(table(results))
     for files, rows in results.items():
