@@ -23,9 +23,10 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    faint, ``CONTRAST`` outweighs it, and a copy re-compressed scores under ``MATCH``. Where both files' fine detail
    is under ``PLAIN_DETAIL`` (measured on each pair), the pair is also scored at ``SIDE`` on two bands at once:
    the fine detail with a smaller ``PLAIN_CONTRAST``, and a ``COARSE`` band (less a wider blur); at each offset the
-   lower of the two NCCs counts, less ``PLAIN_MARGIN``, and the better of that and the fine score is the pair's. A copy matches on both
-   bands at the same place; two plain pictures that look alike at one band seldom do at the other (a coarse band
-   alone, or the better of two bands, listed other cuts of the same photos: precision 0.96).
+   lower of the two NCCs counts, less ``PLAIN_MARGIN``, and the better of that and the fine score is the pair's.
+   A copy matches on both bands at the same place; two plain pictures that look alike at one band seldom do at
+   the other (a coarse band alone, or the better of two bands, listed other cuts of the same photos: precision
+   0.96).
 
 Written here with torch (grouped ``conv2d`` for the correlation, integral images for the windows' variances) rather
 than with a library: the image-dedup libraries hash or embed whole pictures (imagededup, cleanvision: no crops),
