@@ -25,8 +25,8 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    the fine detail with a smaller ``PLAIN_CONTRAST``, and a ``COARSE`` band (less a wider blur); at each offset the
    lower of the two NCCs counts, less ``PLAIN_MARGIN``, and the better of that and the fine score is the pair's.
    A copy matches on both bands at the same place; two plain pictures that look alike at one band seldom do at
-   the other (a coarse band alone, or the better of two bands, listed other cuts of the same photos: precision
-   0.96).
+   the other. (The coarse band alone listed other cuts of the same photos: precision 0.88 on the benchmark's seed
+   0; the better of the two bands, an earlier try, 0.96.)
 
 Written here with torch (grouped ``conv2d`` for the correlation, integral images for the windows' variances) rather
 than with a library: the image-dedup libraries hash or embed whole pictures (imagededup, cleanvision: no crops),
@@ -75,9 +75,9 @@ THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's row
 # (about 30 KB a file: 0.6 GB); above, for the rows of each batch of pairs, as they are compared.
 EAGER = 20_000
 # Step 3: a file is plain where its SIDE thumbnail's fine detail (the standard deviation of its high-pass, in grey
-# levels) is under PLAIN_DETAIL: the benchmark's blurred photos have 3 to 13, its other photos mostly 10 to 40. Such a
-# pair's fine band is compared with PLAIN_CONTRAST, and its coarse band with CONTRAST (values: benchmarks/
-# data_audit.py, docs/audit.md).
+# levels) is under PLAIN_DETAIL: the benchmark's blurred photos have 3 to 13, its other photos 7 to 40 (most over
+# 10). A plain pair's fine band is compared with PLAIN_CONTRAST, and its coarse band with CONTRAST (values measured
+# with benchmarks/data_audit.py: docs/audit.md).
 PLAIN_DETAIL = 10.0
 PLAIN_CONTRAST = 1.0
 # What a plain pair's two-band NCC counts less: each band holds fewer details, so two other cuts of one plain photo
