@@ -19,6 +19,14 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    thumbnails, so brightness and contrast changes cancel out and a plain gradient of sky matches nothing; every
    candidate at ``SCREEN_SIDE`` pixels, those past ``SCREEN`` again at ``SIDE`` pixels, whose best NCC is the pair's
    score. A pair scoring at least the threshold (``MATCH``, ``audit --near-duplicate-similarity``) is a near copy.
+3. Plain pictures (a photo out of focus: blurred wood, fur, a sky with some clouds; issue 59): their fine detail is
+   faint, ``CONTRAST`` outweighs it, and a copy re-compressed scores under ``MATCH``. Where both files' fine detail
+   is under ``PLAIN_DETAIL`` (measured on each pair), the pair is also scored at ``SIDE`` on two bands at once:
+   the fine detail with a smaller ``PLAIN_CONTRAST``, and a ``COARSE`` band (less a wider blur); at each offset the
+   lower of the two NCCs counts, less ``PLAIN_MARGIN``, and the better of that and the fine score is the pair's.
+   A copy matches on both bands at the same place; two plain pictures that look alike at one band seldom do at
+   the other. (The coarse band alone listed other cuts of the same photos: precision 0.88 on the benchmark's seed
+   0; the better of the two bands, an earlier try, 0.96.)
 
 Written here with torch (grouped ``conv2d`` for the correlation, integral images for the windows' variances) rather
 than with a library: the image-dedup libraries hash or embed whole pictures (imagededup, cleanvision: no crops),
@@ -41,7 +49,9 @@ from ...core.progress import meter
 from .neighbours import Neighbours, search
 
 SIDE, SCREEN_SIDE = 32, 16  # thumbnail sides (pixels, squashed to a square) of the check and of the screen
-BLUR = {SIDE: 2.0, SCREEN_SIDE: 1.0}  # the high-pass: each thumbnail less its Gaussian blur of this sigma (pixels)
+COARSE = "coarse"  # the band of plain pictures (step 3): at SIDE pixels, less a wider blur
+# The high-pass of each band: each thumbnail less its Gaussian blur of this sigma (pixels).
+BLUR: dict[int | str, float] = {SIDE: 2.0, SCREEN_SIDE: 1.0, COARSE: 4.0}
 CONTRAST = 4.0  # grey levels added to every window's standard deviation: a near-blank patch matches nothing
 FRACTIONS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7)  # of a side: the crops looked for (besides the whole picture)
 SMALLEST = 0.5  # of a side: a crop whose shorter side would be smaller is not looked for
@@ -64,6 +74,15 @@ THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's row
 # Up to this many files, the pixel check's float thumbnails and integral images are made once for every file
 # (about 30 KB a file: 0.6 GB); above, for the rows of each batch of pairs, as they are compared.
 EAGER = 20_000
+# Step 3: a file is plain where its SIDE thumbnail's fine detail (the standard deviation of its high-pass, in grey
+# levels) is under PLAIN_DETAIL: the benchmark's blurred photos have 3 to 13, its other photos 7 to 40 (most over
+# 10). A plain pair's fine band is compared with PLAIN_CONTRAST, and its coarse band with CONTRAST (values measured
+# with benchmarks/data_audit.py: docs/audit.md).
+PLAIN_DETAIL = 10.0
+PLAIN_CONTRAST = 1.0
+# What a plain pair's two-band NCC counts less: each band holds fewer details, so two other cuts of one plain photo
+# score higher by chance (at 0.05 the benchmark's precision stayed at 0.99; without it, 0.98).
+PLAIN_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -81,29 +100,32 @@ class Thumbnails:
         return len(self.grey)
 
     @cached_property
-    def sides(self) -> dict[int, Sides]:
-        """The high-passed grey thumbnails by side, made when indexed: ``sides[side][rows]``."""
-        return {side: Sides(self.grey, side) for side in (SIDE, SCREEN_SIDE)}
+    def sides(self) -> dict[int | str, Sides]:
+        """The high-passed grey thumbnails by band (``SIDE``, ``SCREEN_SIDE``, ``COARSE``), made when indexed:
+        ``sides[band][rows]``."""
+        return {band: Sides(self.grey, band) for band in BLUR}
 
     @cached_property
-    def tables(self) -> dict[int, tuple[Tables, Tables]]:
+    def tables(self) -> dict[int | str, tuple[Tables, Tables]]:
         """Each thumbnail's integral image and its square's (float64: no rounding where sums of squares are
         subtracted), by side: the sum over any window in four look-ups (``window_sums``)."""
         return {side: (Tables(rows, False), Tables(rows, True)) for side, rows in self.sides.items()}
 
 
 class Sides:
-    """The high-passed float thumbnails at ``side`` of the rows asked for (``Thumbnails.sides``)."""
+    """The high-passed float thumbnails of ``band`` of the rows asked for (``Thumbnails.sides``)."""
 
-    def __init__(self, grey: torch.Tensor, side: int) -> None:
-        self.grey, self.side = grey, side
-        self.whole: torch.Tensor | None = None  # every row, made once, where they are few (``EAGER``)
+    def __init__(self, grey: torch.Tensor, band: int | str) -> None:
+        self.grey, self.band, self.side = grey, band, pixels(band)
+        # Every row made once where they are few (``EAGER``); the coarse band only ever for the plain pairs' rows.
+        self.eager = len(grey) <= EAGER and band != COARSE
+        self.whole: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.grey)
 
     def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
-        if len(self.grey) <= EAGER:
+        if self.eager:
             if self.whole is None:
                 self.whole = self.made(slice(None))
             return self.whole[rows]
@@ -113,7 +135,7 @@ class Sides:
         large = self.grey[rows].float()
         if self.side != SIDE:
             large = F.interpolate(large, size=(self.side, self.side), mode="bilinear", antialias=True)
-        return highpass(large, BLUR[self.side])
+        return highpass(large, BLUR[self.band])
 
 
 class Tables:
@@ -121,10 +143,10 @@ class Tables:
 
     def __init__(self, rows: Sides, squared: bool) -> None:
         self.rows, self.squared = rows, squared
-        self.whole: torch.Tensor | None = None  # every row's, made once, where they are few (``EAGER``)
+        self.whole: torch.Tensor | None = None  # every row's, made once, where its band's are (``Sides.eager``)
 
     def __getitem__(self, rows: torch.Tensor | slice) -> torch.Tensor:
-        if len(self.rows) <= EAGER:
+        if self.rows.eager:
             if self.whole is None:
                 self.whole = self.made(slice(None))
             return self.whole[rows]
@@ -133,6 +155,11 @@ class Tables:
     def made(self, rows: torch.Tensor | slice) -> torch.Tensor:
         images = self.rows[rows]
         return integral(images * images if self.squared else images)
+
+
+def pixels(band: int | str) -> int:
+    """The side of a band's thumbnails: ``COARSE``'s are ``SIDE``'s."""
+    return SIDE if band == COARSE else int(band)
 
 
 def integral(images: torch.Tensor) -> torch.Tensor:
@@ -179,11 +206,11 @@ def thumbnails(images: Iterable[object]) -> Thumbnails:
     return Thumbnails(torch.stack(grey), torch.tensor(aspect, dtype=torch.float32), torch.stack(chroma))
 
 
-def centred(templates: torch.Tensor) -> torch.Tensor:
-    """Templates less their mean, divided by their norm (``CONTRAST`` added): the dot product of two is their NCC."""
+def centred(templates: torch.Tensor, contrast: float = CONTRAST) -> torch.Tensor:
+    """Templates less their mean, divided by their norm (``contrast`` added): the dot product of two is their NCC."""
     templates = templates - templates.mean((-2, -1), keepdim=True)
     count = templates.shape[-2] * templates.shape[-1]
-    return templates / (templates.pow(2).sum((-2, -1), keepdim=True) + CONTRAST**2 * count).sqrt()
+    return templates / (templates.pow(2).sum((-2, -1), keepdim=True) + contrast**2 * count).sqrt()
 
 
 def earlier_pairs(graph: Neighbours, floor: float) -> torch.Tensor:
@@ -244,8 +271,9 @@ def crop_shapes(aspect: torch.Tensor, side: int) -> torch.Tensor:
 
 def best_match(thumbs: Thumbnails, side: int, later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
     """Each pair's best NCC at ``side`` pixels: the whole pictures, then each file's crops (``crop_shapes``) slid
-    over the other, mirrored or not (module docstring, step 2)."""
+    over the other, mirrored or not (module docstring, step 2); at ``SIDE``, plain pairs on two bands too (step 3)."""
     best = torch.full((len(later),), -1.0)
+    plain = plain_pairs(thumbs, later, earlier) if side == SIDE else torch.zeros(len(later), dtype=torch.bool)
     for template, other in ((later, earlier), (earlier, later)):
         shapes = crop_shapes(thumbs.aspect[other] / thumbs.aspect[template], side)
         if template is later:  # the whole pictures, whatever their shapes (a squashed copy too): once
@@ -257,30 +285,47 @@ def best_match(thumbs: Thumbnails, side: int, later: torch.Tensor, earlier: torc
         for code in key.unique().tolist():  # one grouped convolution for every pair that wants this size
             height, width = divmod(code, side + 1)
             chosen = pair[key == code].unique()
-            found = correlation(thumbs, side, (template[chosen], other[chosen]), (height, width))
+            pairs = (template[chosen], other[chosen])
+            found = correlation(thumbs, side, pairs, (height, width)).flatten(1).amax(1)
+            both = plain[chosen]
+            if both.any():  # step 3: the fine and the coarse band must match at the same place
+                plain_pair = (pairs[0][both], pairs[1][both])
+                fine = correlation(thumbs, side, plain_pair, (height, width), PLAIN_CONTRAST)
+                coarse = correlation(thumbs, COARSE, plain_pair, (height, width))
+                twice = torch.minimum(fine, coarse).flatten(1).amax(1) - PLAIN_MARGIN
+                found[both] = torch.maximum(found[both], twice)
             best[chosen] = torch.maximum(best[chosen], found)
     return best
 
 
+def plain_pairs(thumbs: Thumbnails, later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
+    """Whether both files of each pair are plain: their fine detail (the standard deviation of the ``SIDE``
+    high-pass) under ``PLAIN_DETAIL``, measured on the pair's own thumbnails (module docstring, step 3)."""
+    detail = thumbs.sides[SIDE][torch.cat([later, earlier])].flatten(1).std(1)
+    return torch.maximum(detail[: len(later)], detail[len(later) :]) < PLAIN_DETAIL
+
+
 def correlation(
-    thumbs: Thumbnails, side: int, pair: tuple[torch.Tensor, torch.Tensor], size: tuple[int, int]
+    thumbs: Thumbnails,
+    band: int | str,
+    pair: tuple[torch.Tensor, torch.Tensor],
+    size: tuple[int, int],
+    contrast: float = CONTRAST,
 ) -> torch.Tensor:
-    """The best NCC of each template (the first files of ``pair``) resized to ``size``, mirrored too, over every
-    offset in its picture (the second files)."""
-    templates, pictures = thumbs.sides[side][pair[0]], thumbs.sides[side][pair[1]]
+    """The NCC of each template (the first files of ``pair``, in ``band``) resized to ``size`` at every offset in
+    its picture (the second files), as is and mirrored: pairs x 2 x offsets."""
+    templates, pictures = thumbs.sides[band][pair[0]], thumbs.sides[band][pair[1]]
+    side = pixels(band)
     count, area = len(templates), size[0] * size[1]
     resized = (
         templates if size == (side, side) else F.interpolate(templates, size=size, mode="bilinear", antialias=True)
     )
-    kernels = centred(resized)
-    plain, squared = (window_sums(table[pair[1]], size) for table in thumbs.tables[side])  # each window's sums
-    norms = ((squared - plain * plain / area).clamp_min(0) + CONTRAST**2 * area).sqrt().flatten(1).float()
+    kernels = centred(resized, contrast)
+    plain, squared = (window_sums(table[pair[1]], size) for table in thumbs.tables[band])  # each window's sums
+    norms = ((squared - plain * plain / area).clamp_min(0) + contrast**2 * area).sqrt().flatten(1).float()
     stacked = pictures.reshape(1, count, side, side)  # one channel a pair: groups=count pairs each with its own
-    best = torch.full((count,), -1.0)
-    for kernel in (kernels, kernels.flip(-1)):
-        scores = F.conv2d(stacked, kernel, groups=count)[0].flatten(1) / norms
-        best = torch.maximum(best, scores.amax(1))
-    return best
+    found = [F.conv2d(stacked, kernel, groups=count)[0].flatten(1) / norms for kernel in (kernels, kernels.flip(-1))]
+    return torch.stack(found, dim=1)
 
 
 def window_sums(table: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
