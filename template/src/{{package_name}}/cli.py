@@ -90,8 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_config_options(sweep, DEFAULT_CONFIG)
         add_sweep_arguments(sweep)
 
-    if present("shards"):
-        add_pack_arguments(commands)
+    add_pack_arguments(commands)
 
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
@@ -338,7 +337,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 # The commands of the optional parts (core/parts.py), by part: absent from the parser where the part is.
-OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps", "pack-shards": "shards"}
+OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps"}
 
 WITHOUT_TORCH = {"sample-data"}  # the commands that never import torch: no need for a matching torchvision
 

@@ -16,18 +16,19 @@ from .errors import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the project's package folder
 
-# Each part, and the file or folder of the package that holds it (present exactly when the part is).
-PARTS: dict[str, str] = {
-    "audit": "commands/audit",
-    "sweeps": "sweeps",
-    "slurm": "training/slurm.py",
-    "mlflow": "outputs/tracking.py",
+# Each part, and the files and folders of the package it owns (copier.yml's _exclude leaves them out together);
+# the first one is present exactly when the part is.
+PARTS: dict[str, tuple[str, ...]] = {
+    "audit": ("commands/audit",),
+    "sweeps": ("sweeps", "commands/sweep.py"),
+    "slurm": ("training/slurm.py",),
+    "mlflow": ("outputs/tracking.py",),
 }
 
 
 def present(part: str) -> bool:
     """Whether the project holds ``part`` (copier's optional_parts answer named it)."""
-    return (PACKAGE_DIR / PARTS[part]).exists()
+    return (PACKAGE_DIR / PARTS[part][0]).exists()
 
 
 def included() -> list[str]:
