@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
     similar.add_argument("queries", nargs="+", metavar="QUERY")
 
-    if present("audit"):  # an optional part's command is offered where the project holds the part
+    if present("audit"):  # an optional part's command is offered where the project holds the part (core/parts.py)
+        from .commands.audit.arguments import add_audit_arguments
+
         add_audit_arguments(commands.add_parser("audit", help="find duplicates, label errors, outliers and imbalance"))
 
     export = add_checkpoint_command(commands, "export", "write a deployable model: TorchScript, torch.export or ONNX")
@@ -144,24 +146,6 @@ def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         "--compare-excluded",
         action="store_true",
         help="also score the split with data.exclude's files kept in: both figures printed, to compare like with like",
-    )
-
-
-def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
-    add_config_options(audit, f"{DEFAULT_CONFIG}, or the checkpoint's with --checkpoint")
-    audit.add_argument("--checkpoint", help="embed with a trained checkpoint (default: model.pretrained_weights)")
-    audit.add_argument("--out", metavar="DIR", help="where the CSVs and pictures go (default: <train.out_dir>/audit)")
-    audit.add_argument(
-        "--near-duplicate-similarity",
-        type=float,
-        metavar="NCC",
-        help="files whose pixels match at least this well are near duplicates (default 0.7: docs/audit.md)",
-    )
-    audit.add_argument(
-        "--max-files",
-        type=int,
-        metavar="N",
-        help="audit at most N files, an even share of every class folder (default: all; docs/audit.md, At scale)",
     )
 
 

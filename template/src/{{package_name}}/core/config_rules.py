@@ -59,15 +59,14 @@ def options(config: Any, prefix: str = "") -> Iterator[tuple[str, dataclasses.Fi
             yield f"{prefix}{item.name}", item, value
 
 
-def absent_keys(config: Any) -> list[str]:
-    """The dotted names of the sections' keys that belong to optional parts the project lacks."""
-    return [
-        f"{section.name}.{item.name}"
-        for section in dataclasses.fields(config)
-        if dataclasses.is_dataclass(getattr(config, section.name))
-        for item in dataclasses.fields(getattr(config, section.name))
-        if absent(item)
-    ]
+def without_absent_keys(values: dict[str, Any], config: Any) -> dict[str, Any]:
+    """``values`` (the config as plain types) without the section keys of optional parts the project lacks."""
+    for section in dataclasses.fields(config):
+        if dataclasses.is_dataclass(getattr(config, section.name)):
+            for item in dataclasses.fields(getattr(config, section.name)):
+                if absent(item):
+                    del values[section.name][item.name]
+    return values
 
 
 def coerce(value: Any, kind: Any, key: str) -> Any:
