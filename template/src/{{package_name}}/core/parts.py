@@ -39,7 +39,7 @@ def included() -> list[str]:
 def turn_on(part: str) -> str:
     """The command that adds ``part`` to this project, keeping the parts it has."""
     wanted = ", ".join(name for name in PARTS if present(name) or name == part)
-    return f'copier update --defaults -d "optional_parts=[{wanted}]"'
+    return f'copier update --trust --defaults -d "optional_parts=[{wanted}]"'
 
 
 def part_off(part: str, what: str) -> UserError:
