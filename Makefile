@@ -56,9 +56,12 @@ test: lint
 
 # The default generated project's whole suite by its README's command (tests/test_generate.py, marked
 # project_suite), in this environment: about 390 CPU-seconds, which took make test past 10 minutes on an AVX2 EPYC
-# with the template's own 450. .ci/run runs it after make test, the CI workflow in a job of its own.
+# with the template's own 450. .ci/run runs it after make test, the CI workflow in a job of its own. Then the lean
+# answers (tests/test_optional_parts.py): a project with every optional part off, its whole suite, and the updates
+# that add a part and that take a v0.14.0 project across the question.
 test-project: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m project_suite -p no:xdist tests/test_generate.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m project_suite -p no:xdist tests/test_generate.py \
+		tests/test_optional_parts.py
 
 # What the benchmarks compare the project with, beside the dev environment (the bench extra): fast.ai for
 # finetune.py; cleanlab's Datalab, cleanvision and imagededup for data_audit.py.
