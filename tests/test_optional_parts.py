@@ -21,6 +21,7 @@ from .lifecycle import commit, conflict_markers
 from .test_update_move import extract_release, release
 
 PARTS = ("audit", "sweeps", "slurm", "mlflow")
+IF_LEFT_OUT = "{{% if optional_parts is defined and '{part}' not in optional_parts %}}"  # copier.yml's _exclude
 PARTS_PY = REPO / "template" / "src" / "{{package_name}}" / "core" / "parts.py"
 # What each part leaves out of a project named x_pkg: its modules, tests, configs and doc page.
 LEFT_OUT = {
@@ -62,14 +63,14 @@ def test_the_question_core_parts_and_the_exclusions_name_the_same_parts() -> Non
     exclusions = "\n".join(copier_config()["_exclude"])
     for part, owned in parts_table().items():
         for path in owned:
-            line = f"{{% if '{part}' not in optional_parts %}}src/{{{{ package_name }}}}/{path}{{% endif %}}"
+            line = f"{IF_LEFT_OUT.format(part=part)}src/{{{{ package_name }}}}/{path}{{% endif %}}"
             assert line in exclusions, f"copier.yml's _exclude lacks {line}"
     for part, paths in LEFT_OUT.items():  # every file listed here has its exclusion (a test_sweep* glob included)
         for path in paths:
             name = path.replace("src/x_pkg/", "src/{{ package_name }}/").removesuffix("/train.sbatch")
             glob = name.replace("test_sweep_gpu", "test_sweep*").replace("test_sweep_torchrun", "test_sweep*")
             glob = glob.replace("test_sweep_trials", "test_sweep*").replace("test_sweep.py", "test_sweep*.py")
-            assert f"{{% if '{part}' not in optional_parts %}}{glob}{{% endif %}}" in exclusions, path
+            assert f"{IF_LEFT_OUT.format(part=part)}{glob}{{% endif %}}" in exclusions, path
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_copier_update_adds_a_part_cleanly(template_repo: Path, tmp_path: Path) 
     check(copier_cli(*command[1:], cwd=lean))
     status = git(lean, "status", "--porcelain")
     assert not any(line[:2] in ("UU", "AA", "DU", "UD") for line in status.splitlines()), status
-    assert "<<<<<<<" not in "".join(p.read_text() for p in lean.rglob("*.*") if p.suffix in (".py", ".md", ".yaml"))
+    assert not conflict_markers(lean)
     assert yaml.safe_load((lean / ".copier-answers.yml").read_text())["optional_parts"] == ["mlflow"]
     assert all((lean / path).exists() for path in LEFT_OUT["mlflow"])
     assert yaml.safe_load((lean / "configs" / "default.yaml").read_text())["train"]["mlflow"] is False
