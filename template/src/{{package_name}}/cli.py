@@ -320,8 +320,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-# The commands of the optional parts (core/parts.py), by part: absent from the parser where the part is.
+# The commands of the optional parts (core/parts.py), by part: not in the parser where the part is absent.
 OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps"}
+
+
+def offered() -> list[str]:
+    """The commands this project offers: COMMANDS, less those of the optional parts it was made without."""
+    return [name for name in COMMANDS if name not in OPTIONAL_COMMANDS or present(OPTIONAL_COMMANDS[name])]
+
 
 WITHOUT_TORCH = {"sample-data"}  # the commands that never import torch: no need for a matching torchvision
 
