@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | export | sample-data, and the optional parts' commands.
+"""Command line: train | evaluate | predict | similar | export | sample-data | pack-shards, and the parts' commands.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
