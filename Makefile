@@ -55,11 +55,14 @@ test: lint
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The default generated project's whole suite by its README's command (tests/test_generate.py, marked
-# project_suite), and the same with every hook of models/extensions.py filled (tests/test_extension_hooks.py), in
-# this environment: about 390 CPU-seconds each, which took make test past 10 minutes on an AVX2 EPYC with the
-# template's own 450. .ci/run runs it after make test, the CI workflow in a job of its own.
+# project_suite), the same with every hook of models/extensions.py filled (tests/test_extension_hooks.py), and the
+# lean answers (tests/test_optional_parts.py): a project with every optional part off, its whole suite, and the
+# updates that add a part and that take a v0.14.0 project across the question. About 390 CPU-seconds a suite, which
+# took make test past 10 minutes on an AVX2 EPYC with the template's own 450: .ci/run runs it after make test, the
+# CI workflow in a job of its own.
 test-project: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m project_suite -p no:xdist tests/test_generate.py tests/test_extension_hooks.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -m project_suite -p no:xdist tests/test_generate.py \
+		tests/test_extension_hooks.py tests/test_optional_parts.py
 
 # What the benchmarks compare the project with, beside the dev environment (the bench extra): fast.ai for
 # finetune.py; cleanlab's Datalab, cleanvision and imagededup for data_audit.py.

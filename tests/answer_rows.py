@@ -38,8 +38,20 @@ COPIER_QUESTIONS = {
 }
 
 
+# A multiselect question (optional_parts) in the matrix: every choice (its default) or none, by name, so that a row
+# stays hashable and its id readable; answers_of gives copier the list.
+MULTISELECT_VALUES = ("all", "none")
+
+
+def default_value(question: dict) -> object:
+    """The question's default as the matrix names it."""
+    return "all" if question.get("multiselect") else question.get("default")
+
+
 def question_values(question: dict) -> list[object] | None:
     """Every value copier accepts for a closed question, read from copier.yml so a new choice joins the matrix."""
+    if question.get("multiselect"):
+        return list(MULTISELECT_VALUES)
     if isinstance(question.get("choices"), list):
         return list(question["choices"])
     if question.get("type") == "bool":
@@ -97,7 +109,11 @@ def pairwise(domains: dict[str, list[object]]) -> list[dict[str, object]]:
 
 
 def answers_of(row: dict[str, object], index: int) -> dict[str, object]:
-    return {**{k: v for k, v in row.items() if k != "naming"}, **naming(str(row["naming"]), index)}
+    answers = {k: v for k, v in row.items() if k != "naming"}
+    for name, question in COPIER_QUESTIONS.items():
+        if question.get("multiselect"):  # every choice or none
+            answers[name] = list(question["choices"].values()) if answers[name] == "all" else []
+    return {**answers, **naming(str(row["naming"]), index)}
 
 
 ROWS = pairwise(QUESTIONS)

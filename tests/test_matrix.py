@@ -33,6 +33,7 @@ from .answer_rows import (
     ROW_IDS,
     ROWS,
     answers_of,
+    default_value,
     question_values,
 )
 from .conftest import BIN, HANG_S, REPO, check, generate, run_in, run_project_suite
@@ -112,7 +113,7 @@ def test_every_value_in_copier_yml_is_covered() -> None:
         if name in NAMING_QUESTIONS:
             continue
         assert question_values(question) is not None or name in OPEN_VALUES, f"{name}: add its values to OPEN_VALUES"
-        assert question.get("default") in QUESTIONS[name], name
+        assert default_value(question) in QUESTIONS[name], name
     assert set(COPIER_QUESTIONS) == NAMING_QUESTIONS | set(QUESTIONS) - {"naming"}
 
 

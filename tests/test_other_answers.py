@@ -26,6 +26,7 @@ OTHER_ANSWERS = {
     "scheduler": "step",
     "precision": "fp32",
     "ci_workflow": False,
+    "optional_parts": ["sweeps", "slurm"],  # sweeps without MLflow, no audit
 }
 
 

@@ -1,4 +1,4 @@
-"""Command line: train | evaluate | predict | similar | audit | export | sweep | sample-data | pack-shards.
+"""Command line: train | evaluate | predict | similar | export | sample-data | pack-shards, and the parts' commands.
 
 Bad input ends with one line on stderr and exit status 2; ``--debug`` shows
 the traceback instead. SIGTERM or Ctrl-C during training checkpoints at the
@@ -17,6 +17,7 @@ from typing import Any
 from .core.arguments import DEFAULT_CONFIG, add_config_options, add_train_options, parse_arguments
 from .core.errors import UserError
 from .core.libraries import check_libraries, import_failure
+from .core.parts import part_off, present
 from .training.preemption import EXIT_PREEMPTED, Preempted
 
 
@@ -77,21 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("--split", default="train", help="sub-folder of data.root to search (default: train)")
     similar.add_argument("queries", nargs="+", metavar="QUERY")
 
-    add_audit_arguments(commands.add_parser("audit", help="find duplicates, label errors, outliers and imbalance"))
+    if present("audit"):  # an optional part's command is offered where the project holds the part (core/parts.py)
+        from .commands.audit.arguments import add_audit_arguments
+
+        add_audit_arguments(commands.add_parser("audit", help="find duplicates, label errors, outliers and imbalance"))
 
     export = add_checkpoint_command(commands, "export", "write a deployable model: TorchScript, torch.export or ONNX")
     export.add_argument("--format", required=True, choices=["torchscript", "exported", "onnx"])
     export.add_argument("--output", metavar="PATH", help="default: beside the checkpoint, e.g. best.pt2")
 
-    sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna: one training run per trial")
-    add_config_options(sweep, DEFAULT_CONFIG)
-    add_sweep_arguments(sweep)
+    if present("sweeps"):
+        sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna: one training run per trial")
+        add_config_options(sweep, DEFAULT_CONFIG)
+        add_sweep_arguments(sweep)
 
-    pack = commands.add_parser("pack-shards", help="pack an ImageFolder into tar shards once; train from them after")
-    add_config_options(pack, "the defaults")
-    pack.add_argument("data_root", metavar="DATA_ROOT", help="the folder that holds train/ and val/ (and test/)")
-    pack.add_argument("out_dir", metavar="OUT_DIR", help="a new or empty folder for the shards and shards.json")
-    pack.add_argument("--shard-size", default="256M", help="bytes per shard, e.g. 256M or 1G (default: 256M)")
+    add_pack_arguments(commands)
 
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
@@ -100,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--image-size", type=int, default=64)
     sample.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def add_pack_arguments(commands: Any) -> None:
+    pack = commands.add_parser("pack-shards", help="pack an ImageFolder into tar shards once; train from them after")
+    add_config_options(pack, "the defaults")
+    pack.add_argument("data_root", metavar="DATA_ROOT", help="the folder that holds train/ and val/ (and test/)")
+    pack.add_argument("out_dir", metavar="OUT_DIR", help="a new or empty folder for the shards and shards.json")
+    pack.add_argument("--shard-size", default="256M", help="bytes per shard, e.g. 256M or 1G (default: 256M)")
 
 
 def add_sweep_arguments(sweep: argparse.ArgumentParser) -> None:
@@ -137,24 +146,6 @@ def add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         "--compare-excluded",
         action="store_true",
         help="also score the split with data.exclude's files kept in: both figures printed, to compare like with like",
-    )
-
-
-def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
-    add_config_options(audit, f"{DEFAULT_CONFIG}, or the checkpoint's with --checkpoint")
-    audit.add_argument("--checkpoint", help="embed with a trained checkpoint (default: model.pretrained_weights)")
-    audit.add_argument("--out", metavar="DIR", help="where the CSVs and pictures go (default: <train.out_dir>/audit)")
-    audit.add_argument(
-        "--near-duplicate-similarity",
-        type=float,
-        metavar="NCC",
-        help="files whose pixels match at least this well are near duplicates (default 0.7: docs/audit.md)",
-    )
-    audit.add_argument(
-        "--max-files",
-        type=int,
-        metavar="N",
-        help="audit at most N files, an even share of every class folder (default: all; docs/audit.md, At scale)",
     )
 
 
@@ -329,6 +320,15 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+# The commands of the optional parts (core/parts.py), by part: not in the parser where the part is absent.
+OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps"}
+
+
+def offered() -> list[str]:
+    """The commands this project offers: COMMANDS, less those of the optional parts it was made without."""
+    return [name for name in COMMANDS if name not in OPTIONAL_COMMANDS or present(OPTIONAL_COMMANDS[name])]
+
+
 WITHOUT_TORCH = {"sample-data"}  # the commands that never import torch: no need for a matching torchvision
 
 
@@ -345,7 +345,18 @@ def one_line(error: UserError) -> str:
     return last.removeprefix(prefix)
 
 
+def absent_command(argv: Sequence[str]) -> str | None:
+    """The one line for a command of a part this project was made without (argv's first word that is no option)."""
+    command = next((word for word in argv if not word.startswith("-")), None)
+    part = OPTIONAL_COMMANDS.get(command or "")
+    return None if part is None or present(part) else str(part_off(part, f"the {command} command"))
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    absent = absent_command(sys.argv[1:] if argv is None else argv)
+    if absent is not None:
+        print(f"error: {absent}", file=sys.stderr)
+        sys.exit(2)
     return parse_arguments(build_parser(), argv)
 
 

@@ -62,11 +62,11 @@ def run_sweep(
 
 def lead(base: Config, space: Space, trials: int, study: tuple[str | None, str], ranks: Ranks) -> Sweep:
     """Rank 0 (or the only process): open the study, run trials until it is full, then tell the others to end."""
-    from ..outputs.tracking import enabled
+    from ..outputs.writers import mlflow_wanted
 
     try:
         sweep = Sweep(base, space, trials, *study, ranks=ranks)
-        if enabled(base.train.mlflow):
+        if mlflow_wanted(base.train.mlflow):
             sweep.start_tracking()
     except BaseException:
         ranks.send(END)  # the other ranks wait for a first trial: end them too

@@ -28,7 +28,7 @@ import yaml
 
 from . import PACKAGE
 from .config_files import merge, parse_override, read_yaml, set_dotted, upgrade
-from .config_rules import build_dataclass, config_error, option, rules, value_problems
+from .config_rules import build_dataclass, config_error, option, rules, value_problems, without_absent_keys
 from .errors import UserError
 
 CONFIG_VERSION = 1
@@ -264,7 +264,7 @@ class TrainConfig:
     grad_clip_norm: float = option(0.0, "clip the gradient norm; 0 turns clipping off", bounds="[0, inf)")
     pictures: bool = option(True, "curves.png, train_batch.png, evaluate's and a sweep's pictures; false: none")
     tensorboard: bool = option(False, "also log to out_dir/tensorboard (the tensorboard extra)")
-    mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI (the mlflow extra)")
+    mlflow: bool = option(False, "also log to MLflow: sqlite:///mlflow.db, or MLFLOW_TRACKING_URI", part="mlflow")
     checkpoint_every_steps: int = option(
         0, "also write last.pt every K optimizer steps; 0: at epoch ends only", bounds="[0, inf)"
     )
@@ -307,8 +307,8 @@ class Config:
             self.optim.backbone_lr_scale = FINE_TUNING["backbone_lr_scale"][self.optim.name] if recipe else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain types only, so that checkpoints load with ``weights_only=True``."""
-        return dataclasses.asdict(self)
+        """Plain types (checkpoints load with ``weights_only=True``), less the keys of the parts the project lacks."""
+        return without_absent_keys(dataclasses.asdict(self), self)
 
 
 def load_config(

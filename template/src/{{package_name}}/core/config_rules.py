@@ -20,6 +20,7 @@ from typing import Any
 
 from .config_files import unknown_key
 from .errors import UserError
+from .parts import part_off, present
 
 
 def rules(help: str, *, choices: tuple[str, ...] = (), bounds: str = "", nonempty: bool = False) -> dict[str, Any]:
@@ -32,19 +33,40 @@ def rules(help: str, *, choices: tuple[str, ...] = (), bounds: str = "", nonempt
     return {"help": help, "choices": choices, "bounds": bounds, "nonempty": nonempty}
 
 
-def option(default: Any, help: str, *, choices: tuple[str, ...] = (), bounds: str = "") -> Any:
-    """One config key with a fixed default (lists use ``field(default_factory=...)`` with ``rules``)."""
-    return field(default=default, metadata=rules(help, choices=choices, bounds=bounds))
+def option(default: Any, help: str, *, choices: tuple[str, ...] = (), bounds: str = "", part: str = "") -> Any:
+    """One config key with a fixed default (lists use ``field(default_factory=...)`` with ``rules``).
+
+    ``part``: the optional part the key belongs to (core/parts.py). Without the part the key keeps its default, is
+    not listed (``options``) and may not be set: one line says how to add the part.
+    """
+    return field(default=default, metadata={**rules(help, choices=choices, bounds=bounds), "part": part})
+
+
+def absent(item: dataclasses.Field) -> bool:
+    """Whether the key belongs to an optional part this project was made without."""
+    return bool(item.metadata.get("part")) and not present(item.metadata["part"])
 
 
 def options(config: Any, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field, Any]]:
     """Every key of a config dataclass as (dotted name, its field, its value), in file order: for checks and docs."""
     for item in dataclasses.fields(config):
         value = getattr(config, item.name)
+        if absent(item):
+            continue  # a key of a part the project lacks: not one of its keys
         if dataclasses.is_dataclass(value):
             yield from options(value, f"{prefix}{item.name}.")
         else:
             yield f"{prefix}{item.name}", item, value
+
+
+def without_absent_keys(values: dict[str, Any], config: Any) -> dict[str, Any]:
+    """``values`` (the config as plain types) without the section keys of optional parts the project lacks."""
+    for section in dataclasses.fields(config):
+        if dataclasses.is_dataclass(getattr(config, section.name)):
+            for item in dataclasses.fields(getattr(config, section.name)):
+                if absent(item):
+                    del values[section.name][item.name]
+    return values
 
 
 def coerce(value: Any, kind: Any, key: str) -> Any:
@@ -155,11 +177,16 @@ def build_dataclass(cls: type, raw: Any, prefix: str, problems: list[str]) -> An
         problems.append(f"{where} must be a mapping of keys, got {type(raw).__name__}")
         return cls()
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    names = [name for name, item in fields.items() if not absent(item)]
     values = {}
     for key, value in raw.items():
         if key not in hints:
             problems.append(unknown_key(f"{prefix}{key}", names, prefix))
+            continue
+        if absent(fields[key]):
+            if value != fields[key].default:  # its default (a checkpoint from a project with the part) is harmless
+                problems.append(str(part_off(fields[key].metadata["part"], f"{prefix}{key}")))
             continue
         kind = hints[key]
         if dataclasses.is_dataclass(kind):

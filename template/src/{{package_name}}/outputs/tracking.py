@@ -7,7 +7,7 @@ at the end. The store is a SQLite database in the project (``mlflow.db``,
 browse it with ``mlflow ui --backend-store-uri sqlite:///mlflow.db``) unless
 ``MLFLOW_TRACKING_URI`` names another one, e.g. a team's server.
 
-The training run talks to MLflow through ``outputs.MlflowOutput``, whose run
+The training run talks to MLflow through ``MlflowOutput``, below,, whose run
 id goes into the checkpoint, so ``--resume`` continues the same MLflow run; a
 row is logged once, when its epoch ends (after its checkpoint), so a resumed
 run never logs a step twice; a resumed run first logs the checkpointed rows
@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import UserError
 from ..core.optional import distribution_name, require
 from ..core.provenance import git_commit, template_answers
+from .reporting import MetricsLog
+from .writers import Output
 
 if TYPE_CHECKING:
     from ..core.config import TrainConfig
@@ -256,3 +258,40 @@ def _find_run(client: Any, run_id: str) -> Any:
     except Exception:
         return None
     return run if run.info.lifecycle_stage == "active" else None
+
+
+class MlflowOutput(Output):
+    """``train.mlflow``: one MLflow run per training run; each row once, at its epoch's end; the files at the end.
+
+    A checkpoint's run id continues that run (a resumed run never logs an
+    epoch twice); otherwise a new run starts, and its id goes into every
+    checkpoint from then on (``run_id``, asked by ``RunState.save``).
+    """
+
+    tracker = "mlflow"
+
+    def __init__(self, config: dict[str, Any], name: str, out_dir: Path, log: MetricsLog) -> None:
+        self.config, self.name, self.out_dir, self.log = config, name, out_dir, log
+        self.run: MlflowRun | None = None
+
+    @property  # type: ignore[override]
+    def run_id(self) -> str | None:
+        return self.run.run_id if self.run is not None else None
+
+    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
+        self.run = MlflowRun.start(self.config, run_id, name=self.name)
+        # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
+        print(self.run.where(continued=run_id == self.run.run_id), flush=True)
+        # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
+        # checkpointed epochs the run lacks are logged now, in one batch (those it has are skipped, a row ahead
+        # of the checkpoint waits). MLflow turned on at a resume gets the run's earlier epochs so too.
+        self.run.epochs([row for row in self.log.rows() if row["epoch"] <= completed])
+
+    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
+        if self.run is not None:
+            self.run.epoch(row)
+
+    def close(self, status: str) -> None:
+        if self.run is not None:
+            self.run.log_files(self.out_dir)
+            self.run.finish(status)

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from ..core.config import Config
+from ..core.parts import present
 from .reporting import MetricsLog, draw_curves, save_sample_grid, target_labels
 from .tensorboard_log import TensorBoardLog
-from .tracking import MlflowRun, enabled
 
 # Seconds between drawings of curves.png, counted from when the run's outputs are set up (once its data is): the
 # last epoch always draws. A drawing costs
@@ -146,43 +146,6 @@ class TensorBoardOutput(Output):
         self.board.close()
 
 
-class MlflowOutput(Output):
-    """``train.mlflow``: one MLflow run per training run; each row once, at its epoch's end; the files at the end.
-
-    A checkpoint's run id continues that run (a resumed run never logs an
-    epoch twice); otherwise a new run starts, and its id goes into every
-    checkpoint from then on (``run_id``, asked by ``RunState.save``).
-    """
-
-    tracker = "mlflow"
-
-    def __init__(self, config: dict[str, Any], name: str, out_dir: Path, log: MetricsLog) -> None:
-        self.config, self.name, self.out_dir, self.log = config, name, out_dir, log
-        self.run: MlflowRun | None = None
-
-    @property  # type: ignore[override]
-    def run_id(self) -> str | None:
-        return self.run.run_id if self.run is not None else None
-
-    def start(self, resumed_at: float | None, run_id: str | None, completed: int = 0) -> None:
-        self.run = MlflowRun.start(self.config, run_id, name=self.name)
-        # Where to look, before the first epoch: the run id, its experiment and the tracking URI.
-        print(self.run.where(continued=run_id == self.run.run_id), flush=True)
-        # A kill between an epoch's checkpoint and its row here left the row in metrics.jsonl alone: the
-        # checkpointed epochs the run lacks are logged now, in one batch (those it has are skipped, a row ahead
-        # of the checkpoint waits). MLflow turned on at a resume gets the run's earlier epochs so too.
-        self.run.epochs([row for row in self.log.rows() if row["epoch"] <= completed])
-
-    def epoch(self, row: dict[str, Any], learning_rates: dict[str, float]) -> None:
-        if self.run is not None:
-            self.run.epoch(row)
-
-    def close(self, status: str) -> None:
-        if self.run is not None:
-            self.run.log_files(self.out_dir)
-            self.run.finish(status)
-
-
 class Outputs:
     """The list the trainer talks to: each call goes to every output, in order."""
 
@@ -247,6 +210,17 @@ def build_outputs(cfg: Config, is_main: bool, classes: Sequence[str]) -> Outputs
         outputs.append(GridOutput(out_dir / "train_batch.png", classes))
     if cfg.train.tensorboard:
         outputs.append(TensorBoardOutput(out_dir, cfg.to_dict()))
-    if enabled(cfg.train.mlflow):
+    if mlflow_wanted(cfg.train.mlflow):
+        from .tracking import MlflowOutput  # the mlflow part, imported where the run asks for it
+
         outputs.append(MlflowOutput(cfg.to_dict(), cfg.train.out_dir, out_dir, log))
     return Outputs(outputs, pictures_wanted=not (out_dir / "train_batch.png").exists())
+
+
+def mlflow_wanted(train_mlflow: bool) -> bool:
+    """``train.mlflow`` or ``MLFLOW_TRACKING_URI``, in a project that holds the mlflow part (core/parts.py)."""
+    if not present("mlflow"):
+        return False  # without the part, MLflow's environment is none of this project's business
+    from .tracking import enabled
+
+    return enabled(train_mlflow)

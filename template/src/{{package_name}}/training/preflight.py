@@ -30,8 +30,7 @@ from ..models.classifier import build_model
 from ..models.timm_backbone import is_timm
 from ..models.weight_files import LocalFile
 from ..models.weights import resolve_weights
-from ..outputs.tracking import enabled as tracking_enabled
-from ..outputs.tracking import preflight as check_tracking
+from ..outputs.writers import mlflow_wanted
 from .run_lock import RunLock, holds_a_run, holds_another_run, in_use
 
 # Emulated bf16 against fp32 on x86 CPUs without native bf16 math, by torch.backends.cpu.get_cpu_capability():
@@ -58,7 +57,10 @@ def check_before_data(cfg: Config, world: World, resume: str | None = None) -> l
     replicas = data_parallel_ids(device, cfg.train, cfg.data.batch_size, world)  # its refusals: compile, batch
     if cfg.train.sync_batchnorm:
         sync_batchnorm(nn.Module(), world, device)  # refused off CUDA under torchrun; an empty module costs nothing
-    check_tracking(cfg.train, world.is_main)  # an unreachable MLflow store
+    if mlflow_wanted(cfg.train.mlflow):  # the mlflow part, where the project holds it and the run asks
+        from ..outputs.tracking import preflight as check_tracking
+
+        check_tracking(cfg.train, world.is_main)  # an unreachable MLflow store
     warnings = [precision_warning(cfg.train.precision, device), data_parallel_warning(replicas, cfg.data.batch_size)]
     return [warning for warning in warnings if warning]
 
@@ -84,7 +86,7 @@ def needed_extras(cfg: Config) -> list[tuple[str, str, str]]:
     """(module, extra, the setting that needs it) for each optional part the config turns on."""
     needed = [
         ("tensorboard", "tensorboard", "train.tensorboard", cfg.train.tensorboard),
-        ("mlflow", "mlflow", "train.mlflow", tracking_enabled(cfg.train.mlflow)),  # or MLFLOW_TRACKING_URI set
+        ("mlflow", "mlflow", "train.mlflow", mlflow_wanted(cfg.train.mlflow)),  # or MLFLOW_TRACKING_URI set
         ("timm", "timm", f"model.name {cfg.model.name}", is_timm(cfg.model.name)),
         ("torchcodec", "decode", "data.decoder=nvjpeg", cfg.data.decoder == "nvjpeg"),  # TorchCodec decodes on GPUs
     ]
