@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from copier.errors import CopierError
 
 from .drift import Status, status
@@ -85,13 +86,31 @@ def exit_status(rows: Sequence[Row]) -> int:
 
 def choices(answers: dict[str, Any]) -> dict[str, Any]:
     """The answers that choose how the project trains, model and optimizer first, without its names and parts."""
-    chosen = [key for key, value in answers.items() if key not in NAMES and not isinstance(value, bool)]
+    chosen = [key for key, value in answers.items() if key not in NAMES and not isinstance(value, (bool, list))]
     return {key: answers[key] for key in sorted(chosen, key=lambda key: key not in FIRST)}
 
 
 def parts(answers: dict[str, Any]) -> dict[str, bool]:
-    """The yes/no answers: the optional parts a project has (ci_workflow...) or left out."""
-    return {key: value for key, value in answers.items() if isinstance(value, bool)}
+    """The optional parts a project has or left out: its yes/no answers (ci_workflow...), and each choice of a
+    multiselect answer (optional_parts: audit, sweeps...), on where the project chose it. A project answered
+    before the question has none of its choices here: it holds the parts as its release made them."""
+    found = {key: value for key, value in answers.items() if isinstance(value, bool)}
+    for key, options in multiselect_choices().items():
+        chosen = answers.get(key)
+        if isinstance(chosen, list):
+            found |= {option: option in chosen for option in options}
+    return found
+
+
+def multiselect_choices() -> dict[str, list[str]]:
+    """copier.yml's multiselect questions and their choices, from the template beside this package."""
+    questions = yaml.safe_load((Path(__file__).resolve().parents[1] / "copier.yml").read_text())
+    found = {}
+    for key, question in questions.items():
+        if isinstance(question, dict) and question.get("multiselect"):
+            options = question["choices"]  # a list of values, or {label: value}
+            found[key] = list(options.values() if isinstance(options, dict) else options)
+    return found
 
 
 def as_json(row: Row) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from torch_scaffold import fleet
 from torch_scaffold.conflicts import find_conflicts
 from torch_scaffold.fleet import EXIT
 from torch_scaffold.releases import release_tags, releases_after
@@ -99,7 +100,8 @@ def test_status_json_has_every_fact_for_a_nightly_job(versioned_template: Path, 
     assert (first["release"], first["newest"], first["releases_behind"]) == ("v0.0.0", V2, 2)
     assert first["newer_releases"] == [V1, V2] and second["newer_releases"] == [V2]
     assert first["answers"]["model"] == "resnet18" and first["answers"]["optimizer"] == "adamw"
-    assert first["parts"] == {"ci_workflow": True} and first["edited"] == [] and first["practices"] is None
+    every_part = {"ci_workflow": True, "audit": True, "sweeps": True, "slurm": True, "mlflow": True}
+    assert first["parts"] == every_part and first["edited"] == [] and first["practices"] is None
     assert second["edited"] == [
         {"path": "README.md", "change": "modified"},
         {"path": "configs/default.yaml", "change": "modified"},
@@ -162,3 +164,11 @@ def test_releases_are_the_templates_version_tags_as_copier_reads_them(tmp_path: 
     assert releases_after("v0.10.0-3-g0123abc", tags) == ["v0.11.1"]  # generated from a commit after v0.10.0
     assert releases_after("v0.11.1-1-g0123abc", tags) == []  # after the newest release: nothing to update to
     assert releases_after("0123abc", tags) == tags  # a bare commit names no release: every release may be newer
+
+
+def test_the_optional_parts_answer_shows_each_part_on_or_off() -> None:
+    """Issue 60: the parts column names the optional parts a project holds; a lean project's are off, by name."""
+    lean = fleet.parts({"ci_workflow": True, "optional_parts": ["mlflow"]})
+    assert lean == {"ci_workflow": True, "audit": False, "sweeps": False, "slurm": False, "mlflow": True}
+    assert "optional_parts" not in fleet.choices({"model": "resnet18", "optional_parts": ["mlflow"]})
+    assert fleet.parts({"ci_workflow": False}) == {"ci_workflow": False}  # answered before the question
