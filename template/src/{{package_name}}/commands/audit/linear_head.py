@@ -168,13 +168,15 @@ def solve(sums: Sums, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         spread = covariance - (centres.T * (sums.per_class / count)) @ centres
         identity = torch.eye(width, dtype=spread.dtype, device=spread.device)
         spread = (1 - SHRINK) * spread + SHRINK * spread.diagonal().mean() * identity
-        weights = torch.linalg.solve(spread, centres.T)  # width x classes
+        weights = torch.cholesky_solve(centres.T, torch.linalg.cholesky(spread))  # width x classes (spread: SPD)
         biases = -0.5 * (centres * weights.T).sum(1) + torch.log(sums.per_class.clamp_min(1) / count)
     else:
         # Least squares on one-hot targets, centred: (Z^T Z + penalty) W = Z^T (Y - class shares).
         shares = sums.per_class / count
         identity = torch.eye(width, dtype=covariance.dtype, device=covariance.device)
-        weights = torch.linalg.solve(covariance + RIDGE * identity, (centres * shares[:, None]).T)
+        weights = torch.cholesky_solve(
+            (centres * shares[:, None]).T, torch.linalg.cholesky(covariance + RIDGE * identity)
+        )
         biases = shares.clone()
     biases = torch.where(present, biases, torch.full_like(biases, -torch.inf))
     raw = weights / std[:, None]  # on the raw features: z = (x - shift - mean) / std
