@@ -28,6 +28,7 @@ from ...core.progress import meter
 FOLDS = 5  # folds; fewer when the largest class has fewer images
 KIND = "lda"  # "lda": shrinkage discriminant analysis; "ridge": least squares on one-hot targets
 SHRINK = 0.5  # lda: the covariance's weight moved to its mean variance (a multiple of the identity)
+VARIANCE_FLOOR = 1e-3  # lda: the least variance shrunk towards (standardized features have variance 1)
 RIDGE = 1.0  # ridge: the penalty, per training file, on standardized features
 CHUNK = 16_384  # files summed or predicted at once
 CALIBRATE = 20_000  # held-out files (at most) the temperature is fitted on
@@ -167,7 +168,10 @@ def solve(sums: Sums, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # The pooled within-class covariance: the total less what the class centres explain.
         spread = covariance - (centres.T * (sums.per_class / count)) @ centres
         identity = torch.eye(width, dtype=spread.dtype, device=spread.device)
-        spread = (1 - SHRINK) * spread + SHRINK * spread.diagonal().mean() * identity
+        # Shrunk towards its mean variance: positive definite however few files a class has (one a class: no
+        # spread within classes at all, then the shrinkage is all of it, at a floor of the features' variance).
+        variance = spread.diagonal().mean().clamp_min(VARIANCE_FLOOR)
+        spread = (1 - SHRINK) * spread + SHRINK * variance * identity
         weights = torch.cholesky_solve(centres.T, torch.linalg.cholesky(spread))  # width x classes (spread: SPD)
         biases = -0.5 * (centres * weights.T).sum(1) + torch.log(sums.per_class.clamp_min(1) / count)
     else:
