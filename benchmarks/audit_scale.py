@@ -103,10 +103,20 @@ def synthetic(files: int, classes: int, width: int, seed: int = 0) -> dict[str, 
     }
 
 
+STAGES = ("search", "near copies", "labels", "outliers")
+
+
 def features_only(
-    package: str, files: int, classes: int = 1000, width: int = 1280, search: str = "auto", out: Path | None = None
+    package: str,
+    files: int,
+    classes: int = 1000,
+    width: int = 1280,
+    search: str = "auto",
+    out: Path | None = None,
+    stages: tuple[str, ...] = STAGES,
 ) -> dict[str, Any]:
-    """Every stage after embedding on ``files`` synthetic embeddings: seconds, peak GB and what it found."""
+    """Every stage after embedding (or those of ``stages``; the search always) on ``files`` synthetic embeddings:
+    seconds, peak GB and what it found."""
     import torch
 
     near = importlib.import_module(f"{package}.commands.audit.near_copies")
@@ -138,19 +148,23 @@ def features_only(
     k = max(near.NEIGHBOURS, checks.OUTLIER_NEIGHBOURS) + 1
     graph = stage("search", lambda: neighbours.search(made["features"], made["splits"], k, device, show=True))
     result["search"]["method"] = graph.method
-    pairs = stage("near copies", lambda: near.near_copies(graph, thumbs, made["splits"], show=True))
-    codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)
-    found = {(int(c) // files, int(c) % files) for c in codes}
-    result["near copies"]["candidates_recall"] = len(made["copies"] & found) / len(made["copies"])
-    result["near copies"]["pairs"] = len(pairs)
-    checked = stage(
-        "labels", lambda: checks.label_issues(audit_files, made["features"], "synthetic", True, device, folder)
-    )
-    flagged = {int(row.path[1:]) for row in checked.findings}
-    result["labels"] |= score(flagged, made["moved"])
-    rows = stage("outliers", lambda: checks.outliers(audit_files, graph, "synthetic"))
-    result["outliers"] |= score({int(row.path[1:]) for row in rows}, made["strangers"])
-    result["total_seconds"] = sum(result[name]["seconds"] for name in ("search", "near copies", "labels", "outliers"))
+    if "near copies" in stages:
+        pairs = stage("near copies", lambda: near.near_copies(graph, thumbs, made["splits"], show=True))
+        codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)
+        found = {(int(c) // files, int(c) % files) for c in codes}
+        result["near copies"]["candidates_recall"] = len(made["copies"] & found) / len(made["copies"])
+        result["near copies"]["pairs"] = len(pairs)
+    if "labels" in stages:
+        checked = stage(
+            "labels", lambda: checks.label_issues(audit_files, made["features"], "synthetic", True, device, folder)
+        )
+        flagged = {int(row.path[1:]) for row in checked.findings}
+        result["labels"] |= score(flagged, made["moved"])
+        del checked  # its probabilities (a memory-mapped file) closed before the next stage
+    if "outliers" in stages:
+        rows = stage("outliers", lambda: checks.outliers(audit_files, graph, "synthetic"))
+        result["outliers"] |= score({int(row.path[1:]) for row in rows}, made["strangers"])
+    result["total_seconds"] = sum(result[name]["seconds"] for name in STAGES if name in result)
     result["total_peak_gb"] = peak_total()
     return result
 
@@ -211,6 +225,7 @@ def main() -> None:
     parser.add_argument("--search", choices=["auto", "exact"], default="auto", help="exact: blocked products")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "audit_scale.json")
     parser.add_argument("--quick", action="store_true", help="3,000 files, 50 classes: that it runs")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="the search always runs")
     parser.add_argument("--compare-search", action="store_true", help="the three searches at --files, timed")
     args = parser.parse_args()
     if args.quick:
@@ -225,7 +240,8 @@ def main() -> None:
             if args.compare_search:
                 runs.append(compare_search(PACKAGE, files, args.width, args.classes))
                 continue
-            runs.append(features_only(PACKAGE, files, args.classes, args.width, args.search, Path(tmp)))
+            stages = tuple(args.stages)
+            runs.append(features_only(PACKAGE, files, args.classes, args.width, args.search, Path(tmp), stages))
             print(json.dumps(runs[-1], indent=1), flush=True)
     report = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "load_at_end": os.getloadavg(), "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)

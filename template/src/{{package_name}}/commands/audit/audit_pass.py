@@ -22,6 +22,7 @@ from ...core.errors import UserError
 from ...core.progress import tracked
 from ...data import build_loader
 from ...models.embeddings import embedded
+from . import linear_head
 from .near_copies import SIDE, Thumbnails, thumbnail
 from .neighbours import APPROXIMATE_FROM, faiss_module
 
@@ -99,7 +100,6 @@ def memory_needed(files: int, width: int, classes: int, device: torch.device) ->
     """Bytes the audit keeps on the host for ``files`` files of ``width``-wide embeddings, by what: the
     embeddings, what the search adds (a float32 copy on the CPU without FAISS; FAISS's index), the thumbnails,
     the neighbour graphs, the label check's working rows (the probabilities go to a file, not to memory)."""
-    working = 2 * 16_384 * (width + classes) * 4  # a chunk of standardized inputs and of probabilities
     if device.type != "cpu":
         search = 0  # on the device
     elif faiss_module() is None or files < APPROXIMATE_FROM:
@@ -111,7 +111,7 @@ def memory_needed(files: int, width: int, classes: int, device: torch.device) ->
         "search": search,
         "thumbnails": files * (SIDE * SIDE + 12),
         "neighbour graphs": files * GRAPH_BYTES,
-        "label check": working + classes * width * 4 * 3,  # the head, its gradient and Adam's two moments
+        "label check": linear_head.memory_needed(width, classes),  # its sums, heads and one chunk
     }
 
 

@@ -1,12 +1,12 @@
 """Likely label errors and outliers, from embeddings, by cleanlab (the ``audit`` extra) rather than by hand.
 
 Label issues need probabilities from a model that did not see the file's label: ``out_of_sample_probabilities``
-trains a linear head (softmax regression) on the standardized frozen embeddings by mini-batch on the device, over
-stratified folds (``linear_head.py``), so no training run is needed and a million files take minutes, not the
-hours of scikit-learn's lbfgs; cleanlab's confident learning (``find_label_issues``, or its batched label
-inspection ``find_label_issues_batched`` where the probabilities would not fit in memory) then flags the files
-whose folder disagrees with them, ranked by ``get_label_quality_scores``. Outliers are the files whose nearest
-neighbours are far: the audit's one neighbour graph (``neighbours.py``) scored by cleanlab's
+solves a linear classifier (shrinkage discriminant analysis) on the standardized frozen embeddings in closed form
+over stratified folds, from one pass of sums (``linear_head.py``), so no training run is needed and a million
+files take minutes, not the hours of scikit-learn's lbfgs; cleanlab's confident learning (``find_label_issues``,
+or its batched label inspection ``find_label_issues_batched`` where the probabilities would not fit in memory)
+then flags the files whose folder disagrees with them, ranked by ``get_label_quality_scores``. Outliers are the
+files whose nearest neighbours are far: the audit's one neighbour graph (``neighbours.py``) scored by cleanlab's
 ``transform_distances_to_scores``, as Datalab scores a precomputed ``knn_graph``, flagged as Datalab flags them.
 """
 
@@ -84,7 +84,7 @@ def label_issues(
     flagged = flagged_labels(labels, probs, batched)
     quality = quality_scores(labels, probs, show)
     how = "find_label_issues_batched" if batched else f"find_label_issues ({FILTER})"
-    method = f"cleanlab {how}, {folds}-fold linear head on {source} (standardized)"
+    method = f"cleanlab {how}, {folds}-fold linear head (closed form) on {source} (standardized)"
 
     def suggested(i: int) -> str:
         return files.classes[int(kept[np.asarray(probs[i]).argmax()])]  # where the other files' embeddings point

@@ -1,29 +1,75 @@
-"""Out-of-sample class probabilities for the audit's label check: a linear head on frozen embeddings, k folds.
+"""Out-of-sample class probabilities for the audit's label check: a linear classifier in closed form, k folds.
 
-Each fold trains a softmax regression (one ``nn.Linear``) on the standardized embeddings of the other folds, by
-mini-batch on the device (Adam, a cosine-decayed rate, the L2 penalty of scikit-learn's logistic regression at its
-default ``C=1``), and predicts its own files: every file's probabilities come from a model that never saw its
-label. Written with torch rather than scikit-learn: its ``LogisticRegression`` (lbfgs, full batch, one CPU)
-takes hours at 1,000 classes and a million files; this costs a few passes over the embeddings, on a GPU where
-there is one. The folds and the batch order come from fixed seeds: an audit says the same twice.
+Each fold's classifier is solved, not trained: one pass over the embeddings sums, for every fold, its files'
+features, their Gram matrix (width x width) and each class's feature sums; a fold's training statistics are the
+totals less its own, so k classifiers cost one pass and k small solves (width x width against classes columns).
+The classifier is shrinkage linear discriminant analysis on standardized features: every class a Gaussian of one
+shared, shrunk covariance; its posterior is a softmax of linear scores, which a temperature, fitted on the folds'
+own held-out scores, then calibrates. (Ridge regression on one-hot targets, which the same sums also solve,
+measured a little worse on real photos: precision 0.92 against 0.96 on two sets.)
+
+Why not a logistic regression: scikit-learn's (lbfgs, full batch, one CPU) takes hours at 1,000 classes and a
+million files, and the mini-batch softmax regression that replaced it ran about one step a second there, 3,000
+steps and more; this costs one pass to sum and one to predict, O(files x width^2), minutes at a million files,
+and no randomness: the same files give the same probabilities. Measured on real photos (docs/audit.md): label
+precision and recall at least scikit-learn's logistic regression's.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ...core.progress import meter
 
 FOLDS = 5  # folds; fewer when the largest class has fewer images
-BATCH = 1024  # files a step; a sixteenth of the fold's files where that is fewer (at least 32)
-EPOCHS = 3.0  # passes over a fold's training files ...
-MIN_STEPS = 600  # ... and at least this many steps (a small data set needs many passes to converge)
-RATE = 1e-3  # Adam's learning rate at the start (cosine-decayed to 0)
-PREDICT = 16_384  # files predicted at once
+SHRINK = 0.5  # the covariance's weight moved to its mean variance (the best of 0.3, 0.5, 0.7 on real photos)
+VARIANCE_FLOOR = 1e-3  # the least variance shrunk towards (standardized features have variance 1)
+CHUNK = 16_384  # files summed or predicted at once
+CALIBRATE = 20_000  # held-out files (at most) the temperature is fitted on
+SHIFT_SAMPLE = 4_096  # files whose mean is subtracted before summing: the sums then lose no precision
+
+
+@dataclass
+class Sums:
+    """One fold's statistics (float64): its file count, feature sums, Gram matrix and per-class feature sums and
+    counts, all of features less ``shift``."""
+
+    count: float
+    total: torch.Tensor  # width
+    gram: torch.Tensor  # width x width
+    by_class: torch.Tensor  # classes x width
+    per_class: torch.Tensor  # classes
+
+    def __sub__(self, other: Sums) -> Sums:
+        return Sums(
+            self.count - other.count,
+            self.total - other.total,
+            self.gram - other.gram,
+            self.by_class - other.by_class,
+            self.per_class - other.per_class,
+        )
+
+    def __add__(self, other: Sums) -> Sums:
+        return Sums(
+            self.count + other.count,
+            self.total + other.total,
+            self.gram + other.gram,
+            self.by_class + other.by_class,
+            self.per_class + other.per_class,
+        )
+
+
+def memory_needed(width: int, classes: int) -> int:
+    """Bytes the head takes at most: every fold's sums and their total (float64), the heads (float32), and a
+    chunk's inputs, class sums, scores and probabilities."""
+    sums = (width * width + classes * width + width + classes) * 8
+    heads = (width * classes + classes) * 4
+    chunk = CHUNK * width * 4 + classes * width * 12 + 2 * CHUNK * classes * 4
+    return (FOLDS + 2) * sums + (FOLDS + 1) * heads + chunk + 4 * width * width * 8  # + the solve's matrices
 
 
 def fold_of(targets: np.ndarray, checked: np.ndarray, folds: int) -> np.ndarray:
@@ -47,92 +93,154 @@ def out_of_sample_probabilities(
     show: bool = False,
 ) -> int:
     """Each file's class probabilities into ``probabilities`` (N x classes, e.g. a memory-mapped file): the
-    ``checked`` files from the models of the folds without them, the others from a model of every checked file.
+    ``checked`` files from the classifiers of the folds without them, the others from one of every checked file.
     Returns the number of folds."""
     device = device or torch.device("cpu")
+    classes = probabilities.shape[1]
     folds = int(min(FOLDS, np.bincount(targets[checked]).max()))
     fold = fold_of(targets, checked, folds)
-    # The embeddings go to a GPU once (float16: half the memory); on the CPU they stay where they are.
-    source = features.to(device) if device.type == "cuda" else features
+    rows = np.flatnonzero(checked)
+    shift = features[torch.as_tensor(np.random.default_rng(0).choice(rows, min(len(rows), SHIFT_SAMPLE)))]
+    shift = shift.to(device, torch.float64).mean(0)
     labels = torch.as_tensor(targets, dtype=torch.long)
-    parts = [(np.flatnonzero(checked & (fold != f)), np.flatnonzero(fold == f)) for f in range(folds)]
-    if not checked.all():
-        parts.append((np.flatnonzero(checked), np.flatnonzero(~checked)))
-    steps = [max(MIN_STEPS, math.ceil(EPOCHS * len(fit) / batch_size(len(fit)))) for fit, _ in parts]
-    shown = meter(f"audit: {folds}-fold linear head", sum(steps), show, "steps")
+    shown = meter(f"audit: {folds}-fold linear head, sums", len(rows), show, "files")
     try:
-        for seed, ((fit, held), count) in enumerate(zip(parts, steps, strict=True)):
-            head, scale = train_head(source, labels, fit, probabilities.shape[1], count, seed, shown)
-            predict(head, scale, source, held, probabilities)
+        parts = [fold_sums(features, labels, np.flatnonzero(fold == f), shift, classes, shown) for f in range(folds)]
+    finally:
+        shown.close()
+    every = parts[0]
+    for part in parts[1:]:
+        every = every + part
+    heads = [solve(every - part, shift) for part in parts]
+    temperature = fit_temperature(features, labels, fold, heads, device)
+    jobs = [(heads[f], np.flatnonzero(fold == f)) for f in range(folds)]
+    if not checked.all():
+        jobs.append((solve(every, shift), np.flatnonzero(~checked)))
+    shown = meter(f"audit: {folds}-fold linear head, probabilities", len(targets), show, "files")
+    try:
+        for head, held in jobs:
+            predict(head, temperature, features, held, probabilities, device, shown)
     finally:
         shown.close()
     return folds
 
 
-def batch_size(files: int) -> int:
-    """Files a step: ``BATCH``, or a sixteenth of a small fold (its ``MIN_STEPS`` then cost little)."""
-    return max(1, min(BATCH, files, max(32, files // 16)))
-
-
-def standardizer(source: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mean and standard deviation of each feature over ``rows`` (in chunks, float64 sums): on unit-length
-    embeddings a penalty would otherwise leave every probability near 1 / classes."""
-    total = torch.zeros(source.shape[1], dtype=torch.float64, device=source.device)
-    squares = torch.zeros_like(total)
-    for top in range(0, len(rows), PREDICT):
-        part = source[torch.as_tensor(rows[top : top + PREDICT], device=source.device)].double()
-        total += part.sum(0)
-        squares += (part * part).sum(0)
-    mean = total / len(rows)
-    std = (squares / len(rows) - mean * mean).clamp_min(0).sqrt().clamp_min(1e-6)
-    return mean.float(), std.float()
-
-
-def train_head(
-    source: torch.Tensor, labels: torch.Tensor, fit: np.ndarray, classes: int, steps: int, seed: int, shown: object
-) -> tuple[torch.nn.Linear, tuple[torch.Tensor, torch.Tensor]]:
-    """One fold's softmax regression on ``fit``'s standardized embeddings: ``steps`` mini-batches, drawn in
-    an order fixed by ``seed``."""
-    device = source.device
-    mean, std = standardizer(source, fit)
-    head = torch.nn.Linear(source.shape[1], classes, device=device)
-    torch.nn.init.zeros_(head.weight)  # a logistic regression's start: no randomness, every class alike
-    torch.nn.init.zeros_(head.bias)
-    # scikit-learn's default penalty, ||W||^2 / 2 on the summed loss (C=1), is ||W||^2 / (2 n) on the mean loss.
-    optimizer = torch.optim.Adam(
-        [{"params": [head.weight], "weight_decay": 1 / len(fit)}, {"params": [head.bias]}], lr=RATE
+def fold_sums(
+    features: torch.Tensor, labels: torch.Tensor, rows: np.ndarray, shift: torch.Tensor, classes: int, shown: object
+) -> Sums:
+    """``rows``' statistics, ``CHUNK`` files at a time: each chunk's products in float32 on the device, added in
+    float64."""
+    device, width = shift.device, len(shift)
+    sums = Sums(
+        0.0,
+        torch.zeros(width, dtype=torch.float64, device=device),
+        torch.zeros(width, width, dtype=torch.float64, device=device),
+        torch.zeros(classes, width, dtype=torch.float64, device=device),
+        torch.zeros(classes, dtype=torch.float64, device=device),
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
-    generator = torch.Generator().manual_seed(seed)
-    rows = torch.as_tensor(fit)
-    batch = batch_size(len(fit))
-    order = torch.empty(0, dtype=torch.long)
+    for top in range(0, len(rows), CHUNK):
+        chosen = torch.as_tensor(rows[top : top + CHUNK])
+        part = features[chosen].to(device, torch.float32) - shift.float()
+        named = labels[chosen].to(device)
+        sums.count += len(chosen)
+        sums.total += part.sum(0, dtype=torch.float64)
+        sums.gram += (part.T @ part).double()
+        sums.by_class += torch.zeros(classes, width, device=device).index_add_(0, named, part).double()
+        sums.per_class += torch.bincount(named, minlength=classes).double()
+        shown.update(len(chosen))  # type: ignore[attr-defined]
+    return sums
+
+
+def solve(sums: Sums, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The classifier of these statistics on standardized features, as weights and biases on the raw features
+    (width x classes float32, classes float32): ``scores = features @ weights + biases``."""
+    count = sums.count
+    mean = sums.total / count
+    covariance = sums.gram / count - torch.outer(mean, mean)
+    std = covariance.diagonal().clamp_min(0).sqrt().clamp_min(1e-6)
+    covariance = covariance / torch.outer(std, std)  # of the standardized features: a correlation matrix
+    width = len(mean)
+    present = sums.per_class > 0  # a class absent from this fold's training files is never predicted
+    centres = (sums.by_class / sums.per_class.clamp_min(1)[:, None] - mean) / std  # classes x width, standardized
+    # The pooled within-class covariance: the total less what the class centres explain.
+    spread = covariance - (centres.T * (sums.per_class / count)) @ centres
+    identity = torch.eye(width, dtype=spread.dtype, device=spread.device)
+    # Shrunk towards its mean variance: positive definite however few files a class has (one a class: no spread
+    # within classes at all, then the shrinkage is all of it, at a floor of the features' variance).
+    variance = spread.diagonal().mean().clamp_min(VARIANCE_FLOOR)
+    spread = (1 - SHRINK) * spread + SHRINK * variance * identity
+    weights = torch.cholesky_solve(centres.T, torch.linalg.cholesky(spread))  # width x classes (spread: SPD)
+    biases = -0.5 * (centres * weights.T).sum(1) + torch.log(sums.per_class.clamp_min(1) / count)
+    biases = torch.where(present, biases, torch.full_like(biases, -torch.inf))
+    raw = weights / std[:, None]  # on the raw features: z = (x - shift - mean) / std
+    biases = biases - (shift + mean) @ raw
+    return raw.float(), biases.float()
+
+
+def scores(head: tuple[torch.Tensor, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+    weights, biases = head
+    return inputs.to(weights.device, torch.float32) @ weights + biases
+
+
+def fit_temperature(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    fold: np.ndarray,
+    heads: list[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+) -> float:
+    """The factor on the scores that makes the held-out files' labels likeliest, the labels taken as what they
+    are here: a share of them wrong, drawn at random (that share fitted too). Fitted on at most ``CALIBRATE``
+    checked files, a fixed sample, each scored by its fold's classifier. Fitted to the labels as if all were
+    right, the factor softens every probability to make room for the wrong ones, and confident learning then
+    misses wrong labels (measured on real photos: recall 0.84 against 0.98, docs/audit.md)."""
+    rows = np.flatnonzero(fold >= 0)
+    rows = np.sort(np.random.default_rng(0).choice(rows, min(len(rows), CALIBRATE), replace=False))
+    held = torch.cat([scores(heads[f], features[torch.as_tensor(rows[fold[rows] == f])]) for f in range(len(heads))])
+    named = torch.cat([labels[torch.as_tensor(rows[fold[rows] == f])] for f in range(len(heads))]).to(device)
+    possible = held.gather(1, named[:, None])[:, 0].isfinite()  # a class no training file had: no likelihood
+    held, named = held[possible].double(), named[possible]
+    chance = 1 / held.shape[1]
+
+    def loss(log_factor: float) -> float:
+        """The mean log loss of the labels at this factor, at the share of random labels that makes it least."""
+        given = torch.log_softmax(held * np.exp(log_factor), dim=1).gather(1, named[:, None])[:, 0].exp()
+        return least(lambda share: float(-torch.log((1 - share) * given + share * chance).mean()), 0.0, 0.5)[1]
+
+    return float(np.exp(least(loss, -8.0, 8.0)[0]))
+
+
+def least(function: Callable[[float], float], low: float, high: float, steps: int = 40) -> tuple[float, float]:
+    """Where a convex function of one number is least between ``low`` and ``high``, and its value there: a
+    golden-section search (the bracket shrinks to 0.618^40 of its width: far below what changes a probability)."""
+    golden = (np.sqrt(5) - 1) / 2
+    a, b = high - golden * (high - low), low + golden * (high - low)
+    at_a, at_b = function(a), function(b)
     for _ in range(steps):
-        if len(order) < batch:  # a new pass over the fold, in a new order
-            order = torch.cat([order, rows[torch.randperm(len(rows), generator=generator)]])
-        chosen, order = order[:batch], order[batch:]
-        inputs = (source[chosen.to(device)].float() - mean) / std
-        loss = F.cross_entropy(head(inputs), labels[chosen].to(device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        shown.update(1)  # type: ignore[attr-defined]
-    return head, (mean, std)
+        if at_a < at_b:
+            high, b, at_b = b, a, at_a
+            a = high - golden * (high - low)
+            at_a = function(a)
+        else:
+            low, a, at_a = a, b, at_b
+            b = low + golden * (high - low)
+            at_b = function(b)
+    return (a, at_a) if at_a < at_b else (b, at_b)
 
 
 @torch.inference_mode()
 def predict(
-    head: torch.nn.Linear,
-    scale: tuple[torch.Tensor, torch.Tensor],
-    source: torch.Tensor,
+    head: tuple[torch.Tensor, torch.Tensor],
+    temperature: float,
+    features: torch.Tensor,
     held: np.ndarray,
     out: np.ndarray,
+    device: torch.device,
+    shown: object,
 ) -> None:
-    """``held``'s class probabilities into ``out``, ``PREDICT`` rows at a time."""
-    head.eval()  # P11: a plain linear layer, but evaluated as every model is
-    mean, std = scale
-    for top in range(0, len(held), PREDICT):
-        rows = held[top : top + PREDICT]
-        inputs = (source[torch.as_tensor(rows, device=source.device)].float() - mean) / std
-        out[rows] = F.softmax(head(inputs), dim=1).cpu().numpy()
+    """``held``'s class probabilities into ``out``, ``CHUNK`` rows at a time."""
+    for top in range(0, len(held), CHUNK):
+        rows = held[top : top + CHUNK]
+        chosen = features[torch.as_tensor(rows)]
+        out[rows] = torch.softmax(scores(head, chosen.to(device)) * temperature, dim=1).cpu().numpy()
+        shown.update(len(rows))  # type: ignore[attr-defined]
