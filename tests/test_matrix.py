@@ -37,6 +37,7 @@ from .answer_rows import (
     question_values,
 )
 from .conftest import BIN, HANG_S, REPO, check, generate, run_in, run_project_suite
+from .test_optional_parts import LEFT_OUT
 
 
 def covering(rows: list[dict[str, object]]) -> list[int]:
@@ -230,12 +231,16 @@ def test_derived_rows_get_the_names_copier_derives(matrix: dict[str, dict]) -> N
 
 
 def test_rows_differ_only_where_answers_go(matrix: dict[str, dict], project: Path) -> None:
-    """Code and tests are the default project's (package name aside), so its full suite speaks for every row."""
+    """Code and tests are the default project's (package name aside), less the optional parts a row leaves out
+    (optional_parts none): its full suite, and the lean project's, speak for every row."""
     reference = python_files(project)
     for info in matrix.values():
         package = info["package"]
         mine = python_files(info["project"])
         expected = {path.replace("x_pkg", package): text.replace("x_pkg", package) for path, text in reference.items()}
+        if info["row"].get("optional_parts") == "none":
+            gone = [left.replace("x_pkg", package) for paths in LEFT_OUT.values() for left in paths]
+            expected = {path: text for path, text in expected.items() if not path.startswith(tuple(gone))}
         assert mine.keys() == expected.keys()
         assert [str(path) for path in mine if mine[path] != expected[path]] == []
 

@@ -25,7 +25,7 @@ IF_LEFT_OUT = "{{% if optional_parts is defined and '{part}' not in optional_par
 PARTS_PY = REPO / "template" / "src" / "{{package_name}}" / "core" / "parts.py"
 # What each part leaves out of a project named x_pkg: its modules, tests, configs and doc page.
 LEFT_OUT = {
-    "audit": ["src/x_pkg/commands/audit", "tests/test_audit.py", "docs/audit.md"],
+    "audit": ["src/x_pkg/commands/audit", "tests/test_audit.py", "tests/test_plain_copies.py", "docs/audit.md"],
     "sweeps": [
         "src/x_pkg/sweeps",
         "src/x_pkg/commands/sweep.py",

@@ -67,7 +67,10 @@ def run(project: str, package: str, args: list[str]) -> dict[str, object]:
             traceback.print_exc()
             rc = "crash"
     seconds = round(time.perf_counter() - start, 2)
-    defaults = written_defaults(importlib.import_module(f"{package}.core.config").Config)
+    config = importlib.import_module(f"{package}.core.config").Config
+    # As the project writes them: less the keys of the optional parts it lacks (train.mlflow without mlflow).
+    rules = importlib.import_module(f"{package}.core.config_rules")
+    defaults = rules.without_absent_keys(written_defaults(config), config())
     return {
         "rc": rc,
         "stdout": out.getvalue()[-3000:],
