@@ -170,23 +170,32 @@ SERVER_CORES = 32  # the server of issue 57's users: 32 cores, 8 GPUs
 IMAGENET_FILES = 1_331_167  # ImageNet-1k's train and val files
 
 
-def fit(results: dict[int, dict[str, dict[str, Any]]], step: str) -> tuple[float, float] | None:
-    """A step's time as ``fixed + per_file * files`` through its smallest and largest measured sizes (seconds,
-    seconds a file); None with fewer than two sizes."""
+SERIAL = {"second start"}  # steps whose per-file part (reading the file index) one process does: no core helps
+
+
+def fit(results: dict[int, dict[str, dict[str, Any]]], step: str) -> tuple[float, float, str] | None:
+    """A step's cost as ``fixed + per_file * files`` through its smallest and largest measured sizes: in CPU
+    seconds where both sizes have them (what else ran on the machine does not move them), else in wall seconds;
+    (fixed, per file, which). None with fewer than two sizes."""
     sizes = [files for files in sorted(results) if step in results[files]]
     if len(sizes) < 2:
         return None
-    small, large = sizes[0], sizes[-1]
-    per_file = (results[large][step]["seconds"] - results[small][step]["seconds"]) / (large - small)
-    return max(results[small][step]["seconds"] - per_file * small, 0.0), max(per_file, 0.0)
+    small, large = results[sizes[0]][step], results[sizes[-1]][step]
+    key = "cpu_s" if "cpu_s" in small and "cpu_s" in large else "seconds"
+    per_file = (large[key] - small[key]) / (sizes[-1] - sizes[0])
+    return max(small[key] - per_file * sizes[0], 0.0), max(per_file, 0.0), key
 
 
-def estimate(line: tuple[float, float], cores: int) -> float:
+def estimate(line: tuple[float, float, str], step: str, cores: int) -> float:
     """An estimate, not a measurement: the step's fixed part as measured, its per-file part (decoding, checking,
-    embedding: work the loader workers and the check's processes spread over every core) divided by the server's
-    cores over this machine's. A GPU does the model's share faster still; the CPU's decoding bounds it."""
-    fixed, per_file = line
-    return fixed + per_file * IMAGENET_FILES * cores / SERVER_CORES
+    embedding: work the loader workers and the check's processes spread over every core) over the server's cores,
+    from CPU seconds, or from this machine's wall seconds times its cores; a serial step's per-file part as
+    measured. A GPU does the model's share faster still; the CPU's decoding bounds it."""
+    fixed, per_file, key = line
+    if step in SERIAL:
+        return fixed + per_file * IMAGENET_FILES
+    spread = 1 / SERVER_CORES if key == "cpu_s" else cores / SERVER_CORES
+    return fixed + per_file * IMAGENET_FILES * spread
 
 
 def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
@@ -208,21 +217,26 @@ def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
                 continue
             per_k = 1000 * row["seconds"] / files
             ratio = per_k / (1000 * base["seconds"] / sizes[0]) if base else float("nan")
-            cpu = row.get("cpu_s", float("nan"))
-            cpu_ratio = (cpu / files) / (base.get("cpu_s", float("nan")) / sizes[0]) if base else float("nan")
+            cpu, cpu_ratio = "-", "-"  # a run before scale.py counted CPU seconds
+            if "cpu_s" in row and base and "cpu_s" in base:
+                cpu = f"{row['cpu_s']:.0f}"
+                cpu_ratio = f"{(row['cpu_s'] / files) / (base['cpu_s'] / sizes[0]):.2f}x"
             lines.append(
                 f"| {step} | {files:,} | {row['seconds']:.1f} | {per_k:.2f} | {row['peak_mb']:,.0f} | {ratio:.2f}x "
-                f"| {cpu:.0f} | {cpu_ratio:.2f}x |"
+                f"| {cpu} | {cpu_ratio} |"
             )
         line = fit(results, step)
         if line is not None:
-            minutes = estimate(line, cores) / 60
-            estimates.append(f"| {step} | {line[0]:.1f} | {1000 * line[1]:.2f} | {minutes:,.1f} (estimate) |")
+            minutes = estimate(line, step, cores) / 60
+            fitted = "CPU s" if line[2] == "cpu_s" else "wall s"
+            estimates.append(
+                f"| {step} | {fitted} | {line[0]:.1f} | {1000 * line[1]:.2f} | {minutes:,.1f} (estimate) |"
+            )
     if estimates:
         lines += [
             "",
-            f"| step | fixed s | s per 1,000 files | 1.33 M files, {SERVER_CORES} cores, 8 GPUs: minutes |",
-            "|---|---|---|---|",
+            f"| step | fitted on | fixed s | s per 1,000 files | 1.33 M files, {SERVER_CORES} cores, 8 GPUs: minutes |",
+            "|---|---|---|---|---|",
             *estimates,
         ]
     return "\n".join(lines)
@@ -237,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--data", type=Path, help="where the data sets are written and kept (default: temporary)")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "scale.json")
+    parser.add_argument("--table-from", type=Path, help="print the tables of a results file, run nothing")
     parser.add_argument("--quick", action="store_true", help="700 files of 100 classes: that it runs")
     parser.add_argument(
         "--features-only",
@@ -245,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the audit's stages after embedding on FILES synthetic embeddings (audit_scale.py --features-only)",
     )
     args = parser.parse_args(argv)
+    if args.table_from:  # benchmarks/results/scale.json: the README's table, made again
+        saved = json.loads(args.table_from.read_text())["results"]
+        print(table({int(files): rows for files, rows in saved.items()}))
+        return 0
     if args.features_only:  # one owner for that mode: audit_scale.py, which also runs alone
         script = Path(__file__).with_name("audit_scale.py")
         files, classes = str(args.features_only), str(args.classes)
