@@ -28,6 +28,7 @@ from ...core.progress import meter
 FOLDS = 5  # folds; fewer when the largest class has fewer images
 SHRINK = 0.5  # the covariance's weight moved to its mean variance (the best of 0.3, 0.5, 0.7 on real photos)
 VARIANCE_FLOOR = 1e-3  # the least variance shrunk towards (standardized features have variance 1)
+CONSTANT = 1e-9  # a variance at most this share of the largest one is a constant feature's rounding
 CHUNK = 16_384  # files summed or predicted at once
 CALIBRATE = 20_000  # held-out files (at most) the temperature is fitted on
 SHIFT_SAMPLE = 4_096  # files whose mean is subtracted before summing: the sums then lose no precision
@@ -157,11 +158,20 @@ def solve(sums: Sums, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     count = sums.count
     mean = sums.total / count
     covariance = sums.gram / count - torch.outer(mean, mean)
-    std = covariance.diagonal().clamp_min(0).sqrt().clamp_min(1e-6)
+    variances = covariance.diagonal().clamp_min(0)
+    # A feature (almost) the same in every file (a channel a small image never lights): its variance is rounding
+    # left by the subtraction above, and scaled up by its own tiny std it made the spread indefinite
+    # (data_audit.py --quick, 32 px). It carries no information: taken out, a unit variance on its own.
+    constant = variances <= CONSTANT * variances.max()
+    std = variances.sqrt().clamp_min(1e-6)
     covariance = covariance / torch.outer(std, std)  # of the standardized features: a correlation matrix
+    covariance[constant] = 0
+    covariance[:, constant] = 0
+    covariance[constant, constant] = 1
     width = len(mean)
     present = sums.per_class > 0  # a class absent from this fold's training files is never predicted
     centres = (sums.by_class / sums.per_class.clamp_min(1)[:, None] - mean) / std  # classes x width, standardized
+    centres[:, constant] = 0
     # The pooled within-class covariance: the total less what the class centres explain.
     spread = covariance - (centres.T * (sums.per_class / count)) @ centres
     identity = torch.eye(width, dtype=spread.dtype, device=spread.device)
@@ -169,12 +179,27 @@ def solve(sums: Sums, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # within classes at all, then the shrinkage is all of it, at a floor of the features' variance).
     variance = spread.diagonal().mean().clamp_min(VARIANCE_FLOOR)
     spread = (1 - SHRINK) * spread + SHRINK * variance * identity
-    weights = torch.cholesky_solve(centres.T, torch.linalg.cholesky(spread))  # width x classes (spread: SPD)
+    weights = torch.cholesky_solve(centres.T, cholesky(spread, variance * identity))  # width x classes
     biases = -0.5 * (centres * weights.T).sum(1) + torch.log(sums.per_class.clamp_min(1) / count)
     biases = torch.where(present, biases, torch.full_like(biases, -torch.inf))
     raw = weights / std[:, None]  # on the raw features: z = (x - shift - mean) / std
     biases = biases - (shift + mean) @ raw
     return raw.float(), biases.float()
+
+
+def cholesky(matrix: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The Cholesky factor of ``matrix``, symmetric positive definite but for rounding: where a feature is almost
+    constant over few files (a small data set at a small image size), float64's rounding left the shrunk spread
+    indefinite (data_audit.py --quick: its leading minor of order 342), so a little more of ``scale`` (the
+    shrinkage target) is added, from a millionth up, until it factors."""
+    factor, info = torch.linalg.cholesky_ex(matrix)
+    jitter = 1e-6
+    while int(info) > 0 and jitter <= 1.0:
+        factor, info = torch.linalg.cholesky_ex(matrix + jitter * scale)
+        jitter *= 10
+    if int(info) > 0:  # not rounding: a bug upstream, said as such rather than as a wrong answer
+        raise torch.linalg.LinAlgError(f"the label head's spread is not positive definite (minor {int(info)})")
+    return factor
 
 
 def scores(head: tuple[torch.Tensor, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
