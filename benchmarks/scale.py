@@ -102,24 +102,21 @@ def generate(dest: Path) -> Path:
     return dest
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``argv``; (seconds, peak resident MB of its largest process, its output). A failure stops the
-    benchmark, naming the step's last lines. The step's CPU seconds (its own and its reaped children's: the
-    loader workers, the check's processes) go to ``cpu_seconds``: on a shared machine they compare sizes where
-    the wall seconds depend on what else ran."""
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict[str, float], str]:
+    """Run ``argv``; its row ({seconds, peak_mb: its largest process's peak resident MB, cpu_s}) and its output.
+    A failure stops the benchmark, naming the step's last lines. ``cpu_s`` counts its own CPU seconds and its reaped
+    children's (the loader workers, the check's processes): on a shared machine they compare sizes where the wall
+    seconds depend on what else ran."""
     started = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = child.stdout.read() if child.stdout else ""  # type: ignore[union-attr]
     _, status, usage = os.wait4(child.pid, 0)  # the child's own rusage: its peak, not the parent's
     child.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
-    cpu_seconds.append(usage.ru_utime + usage.ru_stime)
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(argv[2:6])}... failed ({child.returncode}):\n{output[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: kB on Linux
-
-
-cpu_seconds: list[float] = []  # each timed step's, in order
+    row = {"seconds": seconds, "peak_mb": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
+    return row, output  # ru_maxrss: kB on Linux
 
 
 def settings(data: Path, out: Path, side: int) -> list[str]:
@@ -135,34 +132,28 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
     module = [sys.executable, "-m", PACKAGE]
     rows: dict[str, dict[str, Any]] = {}
 
-    def first_step(out: str) -> tuple[float, float]:
+    def first_step(out: str) -> dict[str, float]:
+        """The start's row, its seconds those to the first training step (its CPU seconds: the whole process)."""
         launch = {**env, "STARTUP_LAUNCH": repr(time.time())}
         argv = [sys.executable, "-c", FIRST_STEP, PACKAGE, "train", "--config", "", *settings(data, work / out, side)]
-        _, peak, output = timed(argv, project, launch)
+        row, output = timed(argv, project, launch)
         line = next((line for line in output.splitlines() if line.startswith("FIRST_STEP ")), None)
         if line is None:
             raise SystemExit(f"the trainer never reached its first step:\n{output[-3000:]}")
-        return float(line.split()[1]), peak
+        return {**row, "seconds": float(line.split()[1])}
 
+    checkpoint = str(work / "run" / "best.pt")
     for step in steps:
         if step in ("first start", "second start"):
-            seconds, peak = first_step(step.replace(" ", "_"))
-            rows[step] = {"seconds": seconds, "peak_mb": peak}  # CPU seconds: to the first step and past it
+            rows[step] = first_step(step.replace(" ", "_"))
         elif step == "one epoch":
-            seconds, peak, _ = timed(
-                [*module, "train", "--config", "", *settings(data, work / "run", side)], project, env
-            )
-            rows[step] = {"seconds": seconds, "peak_mb": peak}
+            rows[step], _ = timed([*module, "train", "--config", "", *settings(data, work / "run", side)], project, env)
         elif step == "evaluate":
-            argv = [*module, "evaluate", "--checkpoint", str(work / "run" / "best.pt")]
-            seconds, peak, _ = timed(argv, project, env)
-            rows[step] = {"seconds": seconds, "peak_mb": peak}
+            rows[step], _ = timed([*module, "evaluate", "--checkpoint", checkpoint], project, env)
         elif step == "audit":
-            argv = [*module, "audit", "--checkpoint", str(work / "run" / "best.pt"), "--out", str(work / "audit")]
-            seconds, peak, output = timed(argv, project, env)
-            stages = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
-            rows[step] = {"seconds": seconds, "peak_mb": peak, "stages": stages}
-        rows[step]["cpu_s"] = cpu_seconds[-1]
+            argv = [*module, "audit", "--checkpoint", checkpoint, "--out", str(work / "audit")]
+            rows[step], output = timed(argv, project, env)
+            rows[step]["stages"] = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
     return rows
 
 
