@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +103,10 @@ def parts(answers: dict[str, Any]) -> dict[str, bool]:
     return found
 
 
+@cache
 def multiselect_choices() -> dict[str, list[str]]:
-    """copier.yml's multiselect questions and their choices, from the template beside this package."""
+    """copier.yml's multiselect questions and their choices, from the template beside this package: read once a
+    process, not once for every project and view of a fleet report."""
     questions = yaml.safe_load((Path(__file__).resolve().parents[1] / "copier.yml").read_text())
     found = {}
     for key, question in questions.items():
