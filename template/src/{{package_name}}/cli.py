@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_config_options(sweep, DEFAULT_CONFIG)
         add_sweep_arguments(sweep)
 
-    add_pack_arguments(commands)
+    if present("shards"):
+        add_pack_arguments(commands)
 
     sample = commands.add_parser("sample-data", help="write a small offline ImageFolder of shapes")
     sample.add_argument("dir", help="where to write train/ and val/")
@@ -321,7 +322,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 # The commands of the optional parts (core/parts.py), by part: not in the parser where the part is absent.
-OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps"}
+OPTIONAL_COMMANDS = {"audit": "audit", "sweep": "sweeps", "pack-shards": "shards"}
 
 
 def offered() -> list[str]:

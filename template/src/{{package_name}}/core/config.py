@@ -104,6 +104,7 @@ class DataConfig:
         "where streamed JPEG files decode: auto (nvJPEG if clearly faster at start; a resume keeps its run's; "
         "CPU under train.deterministic) | nvjpeg | cpu",
         choices=("auto", "nvjpeg", "cpu"),
+        choice_parts={"nvjpeg": "gpu_decode"},  # nvJPEG decodes with the gpu_decode part (core/parts.py)
     )
     cache_dir: str = option(
         "auto",

@@ -33,13 +33,23 @@ def rules(help: str, *, choices: tuple[str, ...] = (), bounds: str = "", nonempt
     return {"help": help, "choices": choices, "bounds": bounds, "nonempty": nonempty}
 
 
-def option(default: Any, help: str, *, choices: tuple[str, ...] = (), bounds: str = "", part: str = "") -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    bounds: str = "",
+    part: str = "",
+    choice_parts: dict[str, str] | None = None,
+) -> Any:
     """One config key with a fixed default (lists use ``field(default_factory=...)`` with ``rules``).
 
     ``part``: the optional part the key belongs to (core/parts.py). Without the part the key keeps its default, is
-    not listed (``options``) and may not be set: one line says how to add the part.
+    not listed (``options``) and may not be set: one line says how to add the part. ``choice_parts``: choices that
+    belong to a part (``{"nvjpeg": "gpu_decode"}``): without it that value is refused the same way.
     """
-    return field(default=default, metadata={**rules(help, choices=choices, bounds=bounds), "part": part})
+    metadata = {**rules(help, choices=choices, bounds=bounds), "part": part, "choice_parts": choice_parts or {}}
+    return field(default=default, metadata=metadata)
 
 
 def absent(item: dataclasses.Field) -> bool:
@@ -128,9 +138,14 @@ def check_value(value: Any, rules: typing.Mapping[str, Any]) -> str:
 
 def value_problems(config: Any) -> list[str]:
     """Each key of a config dataclass against its own rules (its field's choices and bounds), as sentences."""
-    return [
-        f"{key} {problem}" for key, item, value in options(config) if (problem := check_value(value, item.metadata))
-    ]
+    problems = []
+    for key, item, value in options(config):
+        part = item.metadata.get("choice_parts", {}).get(value) if isinstance(value, str) else None
+        if part and not present(part):  # a choice of an optional part this project was made without
+            problems.append(str(part_off(part, f"{key}={value}")))
+        elif problem := check_value(value, item.metadata):
+            problems.append(f"{key} {problem}")
+    return problems
 
 
 def config_error(problems: list[str]) -> UserError:

@@ -23,6 +23,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "sweeps": ("sweeps", "commands/sweep.py"),
     "slurm": ("training/slurm.py",),
     "mlflow": ("outputs/tracking.py",),
+    "shards": ("data/files/shards.py", "commands/pack_shards.py"),
+    "gpu_decode": ("data/loading/gpu_decode.py", "data/loading/decode_race.py"),
 }
 
 

@@ -37,7 +37,8 @@ FRONT_DOOR = {
     **dict.fromkeys(("DuplicateGroup", "left_out"), "files.duplicates"),
     **dict.fromkeys(("FileIndex", "index_folder"), "files.file_index"),
     **dict.fromkeys(
-        ("align_classes", "check_data_root", "check_split", "has_split", "warn_missing_classes"), "files.layout"
+        ("align_classes", "check_data_root", "check_split", "has_split", "is_packed", "warn_missing_classes"),
+        "files.layout",
     ),
     **dict.fromkeys(
         (
@@ -52,7 +53,9 @@ FRONT_DOOR = {
         ),
         "files.file_lists",
     ),
-    **dict.fromkeys(("PackedFiles", "PackedFolder", "is_packed", "packed_loader", "packed_splits"), "files.shards"),
+    # The shards part's (core/parts.py): only where is_packed found a pack, so the part is there.
+    **dict.fromkeys(("PackedFiles", "PackedFolder", "packed_loader"), "files.shards"),
+    "packed_splits": "files.layout",
     **dict.fromkeys(("CLASSES", "write_sample_data"), "files.sample_data"),
     **dict.fromkeys(("build_loader", "stop_workers"), "loading.loaders"),
     "cache_folder": "loading.store",

@@ -21,6 +21,7 @@ batch N of an epoch sees exactly the batches an uninterrupted run saw.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -30,12 +31,19 @@ from ..core.device import Compute
 from ..core.distributed import World
 from .folders import TrainingData
 from .loading.augment import BatchAugment
-from .loading.gpu_decode import EncodedImages, GpuDecoded
 from .loading.loaders import build_loader, build_sampler, stop_workers
 from .loading.mixing import BatchMixer
 from .loading.pipeline import SquareCache, on_batch_path
 from .loading.prefetch import Prefetched, prefetches
 from .loading.resident import DeviceBatches
+
+
+def gpu_decoded(loader: DataLoader, device: torch.device, train_set: Any) -> Iterable | None:
+    """nvJPEG's batches from a loader of encoded files (gpu_decode.py); None for a set of another kind. Called
+    where placement chose nvJPEG, which it does only where the gpu_decode part is there (core/parts.py)."""
+    from .loading.gpu_decode import EncodedImages, GpuDecoded
+
+    return GpuDecoded(loader, device, train_set.side) if isinstance(train_set, EncodedImages) else None
 
 
 class TrainingBatches:
@@ -71,9 +79,9 @@ class TrainingBatches:
         else:
             # Persistent workers live across epochs; close() ends them on every way out of the run.
             loader = build_loader(train_set, cfg, seed, device, train=True, world=world, persistent=True)
-            if where == "gpu-decode" and isinstance(train_set, EncodedImages):
-                stream = GpuDecoded(loader, device, train_set.side)  # the loader reads bytes; nvJPEG decodes
-            elif prefetches(device):
+            if where == "gpu-decode":
+                stream = gpu_decoded(loader, device, train_set)  # the loader reads bytes; nvJPEG decodes
+            if stream is None and prefetches(device):
                 # On CUDA, batches come over on a side stream while the previous one computes (prefetch.py).
                 stream = Prefetched(loader, device)
         # The batch path: random crops and flips of whole batches, on the training device; its own rank's crops.

@@ -6,11 +6,10 @@ model converts and normalizes them with its own buffers (see models/classifier.p
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,16 +35,24 @@ from .files.bad_files import (
 )
 from .files.file_index import FileIndex, index_folder
 from .files.file_lists import ListUse, read_lists
-from .files.layout import SPLITS, align_classes, check_class_folders, check_data_root, has_split, warn_missing_classes
-from .files.shards import PackedFolder, is_packed
+from .files.layout import (
+    SPLITS,
+    align_classes,
+    check_class_folders,
+    check_data_root,
+    has_split,
+    is_packed,
+    warn_missing_classes,
+)
 from .files.start_checks import CheckedSplits
-from .loading import decode_race
 from .loading.cache import keeps_in_memory
-from .loading.gpu_decode import EncodedImages
 from .loading.loaders import loader_workers, worker_start
 from .loading.pipeline import batch_path, fill_workers
 from .loading.placement import Cached, Placement, measured_facts, place, recorded_decoder
 from .loading.store import CacheStore, cache_folder
+
+if TYPE_CHECKING:  # the gpu_decode part's: a name for the annotations alone (core/parts.py)
+    from .loading.decode_race import DecodeRace
 
 NPY_EXTENSIONS = (".npy",)
 BAD_FILES = "bad_files.txt"  # in train.out_dir: every problem file, where the start's line names only some
@@ -164,6 +171,8 @@ def split_dataset(root: Path, split: str, cfg: DataConfig, train: bool, **option
     """One split of ``data.root``: its class folders, or the same samples read from shards when ``data.root``
     is a folder that ``pack-shards`` wrote (data/files/shards.py; it was checked file by file when packed)."""
     if is_packed(root):
+        from .files.shards import PackedFolder  # the shards part: is_packed says it is there (core/parts.py)
+
         packed = PackedFolder(root, split, build_transform(cfg, train), cfg.format, square_side(cfg))
         if options.get("lists") is not None:
             options["lists"].leave_out(packed, split)  # the samples keep the paths they had in the folder
@@ -294,6 +303,8 @@ def build_training_data(
     folder, indexes = checked.folder, checked.indexes
     cached = Cached(CacheStore(folder, world.is_main) if folder else None, indexes, progress)
     if batches and placement.where == "gpu-decode":  # the loader reads bytes; the GPU decodes (gpu_decode.py)
+        from .loading.gpu_decode import EncodedImages  # the gpu_decode part: placement chose it, so it is there
+
         train_set = EncodedImages(train_set, square_side(cfg))  # type: ignore[assignment]
     elif batches:  # training images as uint8 squares, cropped and flipped later per batch
         kept = placement.where in ("device", "memory")
@@ -330,4 +341,10 @@ def decoder_race(train_set: datasets.DatasetFolder, cfg: DataConfig, world: Worl
     """nvJPEG against this process's loader workers on the training files (decode_race.py), where ``place`` asks."""
     paths, workers = [path for path, _ in train_set.samples], loader_workers(cfg.num_workers, world, device)
     read, side = train_set.loader.read_bytes, square_side(cfg)  # the files' bytes, as the loader reads them
-    return functools.partial(decode_race.race, paths, read, side, device, workers)
+
+    def race() -> DecodeRace:
+        from .loading import decode_race  # the gpu_decode part: placement.needs_race asks only where it is there
+
+        return decode_race.race(paths, read, side, device, workers)
+
+    return race

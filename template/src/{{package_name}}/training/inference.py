@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,8 +25,6 @@ from ..data import (
     FileLists,
     ImageFiles,
     ListUse,
-    PackedFiles,
-    PackedFolder,
     align_classes,
     bombs_refused,
     build_loader,
@@ -41,7 +39,6 @@ from ..data import (
     left_out,
     listing,
     load_npy,
-    packed_loader,
     packed_splits,
     read_lists,
     reason,
@@ -52,6 +49,9 @@ from ..models.classifier import ImageClassifier, build_model
 from ..models.preprocessing import with_trained_preprocessing
 from .engine import evaluate
 from .metrics import format_metrics
+
+if TYPE_CHECKING:  # the shards part's reader: a name for the annotations alone (core/parts.py)
+    from ..data import PackedFiles
 
 
 @dataclasses.dataclass
@@ -176,6 +176,8 @@ def expand_inputs(paths: Sequence[str | Path], data_format: str) -> list[tuple[P
             found.append((path, None))  # run_predict names it if it is missing
             continue
         if is_packed(path):  # no files to list: the manifest names the samples, in the folder's order
+            from ..data import PackedFolder, packed_loader  # the shards part: is_packed says it is there
+
             for split in packed_splits(path):
                 packed = PackedFolder(path, split, None, data_format)  # its reader alone: no decoding here
                 found += [(Path(sample), packed_loader(packed.loader)) for sample, _ in packed.samples]

@@ -66,7 +66,7 @@ from ..decoding import decode
 from ..decoding.decode import square_side
 from .bad_files import READ_ERRORS, Problems, bombs_refused, reason, threads
 from .file_index import BAD, FileIndex, Found, pixel_digest, scale_of
-from .shards import is_packed, read_manifest
+from .layout import is_packed
 
 SPLITS = ("train", "val", "test")  # a group keeps its first file in this order, then by path
 CSV_NAME = "duplicates.csv"
@@ -306,6 +306,8 @@ def found_at_start(
     image size's scale that fails now is named with the other problems (data.on_bad_file=skip: left to the loader,
     which skips it, since the other processes could not leave it out)."""
     if is_packed(root):
+        from .shards import read_manifest  # the shards part: is_packed says it is there (core/parts.py)
+
         groups = packed_groups(read_manifest(root), root)
         if groups is None:
             print(f"duplicates: not checked: {root} was packed before pack-shards recorded them; pack it again")

@@ -10,10 +10,30 @@ from torchvision import datasets
 
 from ...core.config import DataConfig
 from ...core.errors import UserError
+from ...core.parts import part_off, present
 from .bad_files import extension_list, listing
-from .shards import is_packed, packed_splits
 
 SPLITS = ("train", "val")  # what data.root must hold; test/ is optional (duplicates.SPLITS: all three)
+MANIFEST = "shards.json"  # what pack-shards writes last (the shards part's shards.py); named here, as it may be absent
+
+
+def is_packed(root: Path) -> bool:
+    """Whether ``data.root`` is a folder that pack-shards wrote (shards.py reads it). A project made without the
+    shards part refuses one in one line that says how to add the part."""
+    if not present("shards"):
+        if (root / MANIFEST).is_file():
+            raise part_off("shards", f"{root}, a folder pack-shards wrote,")
+        return False
+    from . import shards  # the shards part, there: imported only now (core/parts.py)
+
+    return shards.is_packed(root)
+
+
+def packed_splits(root: Path) -> list[str]:
+    """The splits of a folder pack-shards wrote (``is_packed`` said it is one, so the shards part is there)."""
+    from . import shards
+
+    return shards.packed_splits(root)
 
 
 def has_split(root: Path, split: str) -> bool:

@@ -27,8 +27,8 @@ from torch.utils.data import Dataset
 from ...core.errors import UserError
 from ..decoding.decode import ImageFiles
 from .bad_files import Checked
+from .layout import MANIFEST
 
-MANIFEST = "shards.json"
 FORMAT = "torch-scaffold shards"  # what a manifest says it is: a foreign shards.json is refused by it
 VERSION = 1  # of the layout below; a manifest of another version is refused, naming the fix (pack again)
 REPACK = "pack the folder again with pack-shards"

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import Dataset
@@ -49,13 +49,15 @@ from ...core.checkpoint import find_resume_state
 from ...core.config import DataConfig
 from ...core.distributed import World, all_agree, files_checked
 from ...core.errors import UserError
+from ...core.parts import part_off, present
 from ..decoding import codec
 from ..files.file_index import FileIndex
 from .cache import AUTO_SHARE, MemoryCache
-from .decode_race import DecodeRace
-from .gpu_decode import decodes_on_gpu, jpegs_on_cuda, nvjpeg_unavailable
 from .pipeline import Fill, square_images
 from .store import CacheStore
+
+if TYPE_CHECKING:  # the gpu_decode part's: a name for the annotations alone (core/parts.py)
+    from .decode_race import DecodeRace
 
 DEVICE_SHARE = 0.25  # of the device's free memory at start: the rest is for the model, activations and cuDNN
 # What the data line says where train.deterministic leaves streamed JPEG files to the CPU, untimed.
@@ -266,13 +268,25 @@ def measured_facts(
     ``host_fits`` from ``cache.keeps_in_memory``, ``recorded`` from ``recorded_decoder``); the race is
     ``place``'s to run, where the choice hangs on it."""
     setting, decoder = choices
-    free, gpu = device_free_memory(device), decodes_on_gpu(paths, device)
-    # Why not, asked only where nvJPEG cannot (its probe decode then runs again: rare, and on CUDA alone).
-    unavailable = None if gpu else nvjpeg_unavailable(paths, device)
-    failure = unavailable if not gpu and jpegs_on_cuda(paths, device) else None  # the GPU path was wanted
+    free = device_free_memory(device)
+    gpu, unavailable, failure = nvjpeg_facts(paths, device)
     measured = DataFacts(setting, len(paths), image_bytes, batch, str(device), free, host_fits, gpu, failure)
     settings = {"recorded": recorded, "decoder": decoder, "deterministic": deterministic}
     return replace(measured, **settings, unavailable=unavailable, codec=codec.unusable())
+
+
+def nvjpeg_facts(paths: list[str], device: torch.device) -> tuple[bool, str | None, str | None]:
+    """Whether nvJPEG decodes these files here (gpu_decode.decodes_on_gpu), why not, and why not where the GPU path
+    was wanted (JPEG files on CUDA). A project made without the gpu_decode part: never, in words that say so."""
+    if not present("gpu_decode"):  # auto then never picks it; data.decoder=nvjpeg is refused with the config
+        return False, str(part_off("gpu_decode", "nvJPEG decoding")), None
+    from . import gpu_decode  # the gpu_decode part, there: imported only now (core/parts.py)
+
+    gpu = gpu_decode.decodes_on_gpu(paths, device)
+    # Why not, asked only where nvJPEG cannot (its probe decode then runs again: rare, and on CUDA alone).
+    unavailable = None if gpu else gpu_decode.nvjpeg_unavailable(paths, device)
+    failure = unavailable if not gpu and gpu_decode.jpegs_on_cuda(paths, device) else None  # the GPU path was wanted
+    return gpu, unavailable, failure
 
 
 @dataclass(frozen=True)
