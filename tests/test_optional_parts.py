@@ -20,8 +20,12 @@ from .conftest import BIN, REPO, check, copier_cli, generate, git, run_in, run_p
 from .lifecycle import commit, conflict_markers
 from .test_update_move import extract_release, release
 
-PARTS = ("audit", "sweeps", "slurm", "mlflow")
-IF_LEFT_OUT = "{{% if optional_parts is defined and '{part}' not in optional_parts %}}"  # copier.yml's _exclude
+PARTS = ("audit", "sweeps", "slurm", "mlflow", "shards", "gpu_decode")
+NEW_PARTS = ("shards", "gpu_decode")  # asked since v0.16.0: a project made before had them (migrations/add_parts.py)
+# copier.yml's _exclude: false where copier update renders a project's older release, whose copier.yml defines
+# neither name, so that render keeps the parts, as the release did.
+IF_LEFT_OUT = "{{% if optional_parts is defined and '{part}' not in optional_parts %}}"
+IF_LEFT_OUT_SINCE_0_16 = "{{% if parts_since_0_16 is defined and '{part}' not in optional_parts %}}"
 PARTS_PY = REPO / "template" / "src" / "{{package_name}}" / "core" / "parts.py"
 # What each part leaves out of a project named x_pkg: its modules, tests, configs and doc page.
 LEFT_OUT = {
@@ -38,7 +42,30 @@ LEFT_OUT = {
     ],
     "slurm": ["slurm/train.sbatch", "src/x_pkg/training/slurm.py", "tests/test_slurm.py", "docs/slurm.md"],
     "mlflow": ["src/x_pkg/outputs/tracking.py", "tests/test_tracking.py", "docs/mlflow.md"],
+    "shards": [
+        "src/x_pkg/data/files/shards.py",
+        "src/x_pkg/commands/pack_shards.py",
+        "tests/test_shards.py",
+        "tests/test_shards_decode.py",
+        "tests/test_shards_duplicates.py",
+        "tests/test_shards_lists.py",
+        "docs/shards.md",
+    ],
+    "gpu_decode": [
+        "src/x_pkg/data/loading/gpu_decode.py",
+        "src/x_pkg/data/loading/decode_race.py",
+        "tests/test_gpu_decode.py",
+        "tests/test_gpu_decode_files.py",
+        "tests/test_gpu_decode_gpu.py",
+        "tests/test_gpu_decode_prefetch.py",
+        "docs/gpu_decode.md",
+    ],
 }
+
+
+def left_out_if(part: str) -> str:
+    """The condition of copier.yml's _exclude lines for ``part``."""
+    return (IF_LEFT_OUT_SINCE_0_16 if part in NEW_PARTS else IF_LEFT_OUT).format(part=part)
 
 
 def copier_config() -> dict:
@@ -63,14 +90,16 @@ def test_the_question_core_parts_and_the_exclusions_name_the_same_parts() -> Non
     exclusions = "\n".join(copier_config()["_exclude"])
     for part, owned in parts_table().items():
         for path in owned:
-            line = f"{IF_LEFT_OUT.format(part=part)}src/{{{{ package_name }}}}/{path}{{% endif %}}"
+            line = f"{left_out_if(part)}src/{{{{ package_name }}}}/{path}{{% endif %}}"
             assert line in exclusions, f"copier.yml's _exclude lacks {line}"
+    globs = {"sweeps": "test_sweep", "shards": "test_shards", "gpu_decode": "test_gpu_decode"}  # tests/<glob>*.py
     for part, paths in LEFT_OUT.items():  # every file listed here has its exclusion (a test_sweep* glob included)
         for path in paths:
             name = path.replace("src/x_pkg/", "src/{{ package_name }}/").removesuffix("/train.sbatch")
-            glob = name.replace("test_sweep_gpu", "test_sweep*").replace("test_sweep_torchrun", "test_sweep*")
-            glob = glob.replace("test_sweep_trials", "test_sweep*").replace("test_sweep.py", "test_sweep*.py")
-            assert f"{IF_LEFT_OUT.format(part=part)}{glob}{{% endif %}}" in exclusions, path
+            if part in globs and name.startswith(f"tests/{globs[part]}"):
+                name = f"tests/{globs[part]}*.py"
+            assert f"{left_out_if(part)}{name}{{% endif %}}" in exclusions, path
+    assert copier_config()["parts_since_0_16"] == {"type": "bool", "when": False, "default": True}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +119,9 @@ def test_a_lean_project_leaves_every_part_out(lean: Path, project: Path) -> None
     assert "mlflow" not in (lean / "configs" / "default.yaml").read_text()
     readme = (lean / "README.md").read_text()
     assert "| `audit` |" not in readme and "| `sweep` |" not in readme and "docs/slurm.md" not in readme
+    assert "| `pack-shards` |" not in readme and "docs/gpu_decode.md" not in readme
     assert "| `audit` |" in (project / "README.md").read_text()
+    assert "| `pack-shards` |" in (project / "README.md").read_text()
 
 
 def test_a_lean_project_says_in_one_line_how_to_add_a_part(lean: Path) -> None:
@@ -98,6 +129,8 @@ def test_a_lean_project_says_in_one_line_how_to_add_a_part(lean: Path) -> None:
     refusals = [
         (["audit"], "the audit command is part of the audit part"),
         (["train", "--set", "train.mlflow=true"], "train.mlflow is part of the mlflow part"),
+        (["pack-shards", "in", "out"], "the pack-shards command is part of the shards part"),
+        (["train", "--set", "data.decoder=nvjpeg"], "data.decoder=nvjpeg is part of the gpu_decode part"),
     ]
     for args, said in refusals:
         result = run_in(lean, sys.executable, "-m", "x_pkg", *args)
@@ -181,3 +214,26 @@ def test_updating_a_v0_14_0_project_keeps_every_part(tmp_path: Path) -> None:
     assert yaml.safe_load((project / ".copier-answers.yml").read_text())["optional_parts"] == list(PARTS)
     for paths in LEFT_OUT.values():
         assert all((project / path).exists() for path in paths), paths
+
+
+@pytest.mark.project_suite
+def test_updating_a_v0_15_1_project_keeps_shards_and_gpu_decode(tmp_path: Path) -> None:
+    """A project from v0.15.1, whose answer names the parts then offered (here the audit alone): the update to this
+    checkout keeps shards and GPU decode, which it had (migrations/add_parts.py adds them to its answer), keeps the
+    parts it left out out, deletes no file and adds no conflict."""
+    template = tmp_path / "template"
+    extract_release("0.15.1", template)
+    git(template, "init", "--quiet", "--initial-branch=main")
+    commit(template, "template v0.15.1", tag="v0.15.1")
+    project = committed(generate(template, tmp_path / "x", vcs_ref="v0.15.1", optional_parts=["audit"]))
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["optional_parts"] == ["audit"]
+    release(template, REPO, "v0.16.0")
+    out = check(copier_cli("update", "--trust", "--defaults", cwd=project))
+    status = git(project, "status", "--porcelain").splitlines()
+    assert not [line for line in status if line[:2].strip() in ("D", "UU", "AA", "DU", "UD")], status
+    assert not conflict_markers(project)
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["optional_parts"] == ["audit", *NEW_PARTS]
+    for part in ("audit", *NEW_PARTS):
+        assert all((project / path).exists() for path in LEFT_OUT[part]), (part, out)
+    for part in ("sweeps", "slurm", "mlflow"):
+        assert not any((project / path).exists() for path in LEFT_OUT[part]), part
