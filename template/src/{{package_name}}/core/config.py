@@ -1,11 +1,10 @@
 """Typed configuration: YAML file, then ``--set key=value`` overrides, then checks.
 
-Every key is written once, below: its type, its default, its allowed values
-and bounds (``option(...)``), and a line of help. The YAML file and the
-command line may only change values, and one generic check (``validate``,
-with ``config_rules.py``) applies every key's choices and bounds. A typo or a wrong type is refused
-with the nearest valid key, never silently ignored. (Written by hand rather
-than with OmegaConf so that every error is one line that names the fix.)
+Every key is written once, below: its type, its default, its allowed values and bounds (``option(...)``), and a line
+of help. The YAML file and the command line may only change values, and one generic check (``validate``, with
+``config_rules.py``) applies every key's choices and bounds. A typo or a wrong type is refused with the nearest valid
+key, never silently ignored. (Written by hand rather than with OmegaConf so that every error is one line that names
+the fix.)
 
 The defaults that copier answers set (model, image size, optimizer and its
 learning rate, scheduler, precision) come from ``core/project_defaults.yaml``,
