@@ -125,12 +125,17 @@ def test_a_lean_project_leaves_every_part_out(lean: Path, project: Path) -> None
 
 
 def test_a_lean_project_says_in_one_line_how_to_add_a_part(lean: Path) -> None:
-    """A part's command, or its config key, ends with the copier command that adds it (no torch imported first)."""
+    """A part's command, its config key or value, or a data.root that pack-shards wrote, ends with the copier command
+    that adds the part (no torch imported first, but for the data.root, found as training starts)."""
+    packed = lean.parent / "packed"  # a folder pack-shards wrote, as its manifest says
+    packed.mkdir(exist_ok=True)
+    (packed / "shards.json").write_text("{}")
     refusals = [
         (["audit"], "the audit command is part of the audit part"),
         (["train", "--set", "train.mlflow=true"], "train.mlflow is part of the mlflow part"),
         (["pack-shards", "in", "out"], "the pack-shards command is part of the shards part"),
         (["train", "--set", "data.decoder=nvjpeg"], "data.decoder=nvjpeg is part of the gpu_decode part"),
+        (["train", "--set", f"data.root={packed}"], f"{packed}, a folder pack-shards wrote, is part of the shards part"),
     ]
     for args, said in refusals:
         result = run_in(lean, sys.executable, "-m", "x_pkg", *args)
