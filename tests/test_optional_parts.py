@@ -135,7 +135,7 @@ def test_a_lean_project_says_in_one_line_how_to_add_a_part(lean: Path) -> None:
         (["train", "--set", "train.mlflow=true"], "train.mlflow is part of the mlflow part"),
         (["pack-shards", "in", "out"], "the pack-shards command is part of the shards part"),
         (["train", "--set", "data.decoder=nvjpeg"], "data.decoder=nvjpeg is part of the gpu_decode part"),
-        (["train", "--set", f"data.root={packed}"], f"{packed}, a folder pack-shards wrote, is part of the shards part"),
+        (["train", "--set", f"data.root={packed}"], f"{packed}, a folder pack-shards wrote, is part of the shards"),
     ]
     for args, said in refusals:
         result = run_in(lean, sys.executable, "-m", "x_pkg", *args)
