@@ -169,6 +169,7 @@ def test_releases_are_the_templates_version_tags_as_copier_reads_them(tmp_path: 
 def test_the_optional_parts_answer_shows_each_part_on_or_off() -> None:
     """Issue 60: the parts column names the optional parts a project holds; a lean project's are off, by name."""
     lean = fleet.parts({"ci_workflow": True, "optional_parts": ["mlflow"]})
-    assert lean == {"ci_workflow": True, "audit": False, "sweeps": False, "slurm": False, "mlflow": True}
+    off = {"audit": False, "sweeps": False, "slurm": False, "shards": False, "gpu_decode": False}
+    assert lean == {"ci_workflow": True, **off, "mlflow": True}
     assert "optional_parts" not in fleet.choices({"model": "resnet18", "optional_parts": ["mlflow"]})
     assert fleet.parts({"ci_workflow": False}) == {"ci_workflow": False}  # answered before the question
