@@ -194,7 +194,7 @@ def test_copier_update_adds_a_part_cleanly(template_repo: Path, tmp_path: Path) 
     assert yaml.safe_load((lean / ".copier-answers.yml").read_text())["optional_parts"] == ["mlflow"]
     assert all((lean / path).exists() for path in LEFT_OUT["mlflow"])
     assert yaml.safe_load((lean / "configs" / "default.yaml").read_text())["train"]["mlflow"] is False
-    for part in ("audit", "sweeps", "slurm"):
+    for part in ("audit", "sweeps", "slurm", *NEW_PARTS):
         assert not any((lean / path).exists() for path in LEFT_OUT[part]), part
     tests = ["tests/test_tracking.py", "tests/test_config.py", "tests/test_docs.py", "tests/test_structure.py"]
     out = check(run_in(lean, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests))
