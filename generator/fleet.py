@@ -91,16 +91,31 @@ def choices(answers: dict[str, Any]) -> dict[str, Any]:
     return {key: answers[key] for key in sorted(chosen, key=lambda key: key not in FIRST)}
 
 
-def parts(answers: dict[str, Any]) -> dict[str, bool]:
+# Choices that joined a multiselect question after their files were in every project, and the release they
+# joined in: a project of an earlier release holds them though its recorded answer cannot name them (its next
+# update adds them to the answer: migrations/add_parts.py).
+JOINED_LATER = {"shards": (0, 16, 0), "gpu_decode": (0, 16, 0)}
+
+
+def parts(answers: dict[str, Any], release: str | None = None) -> dict[str, bool]:
     """The optional parts a project has or left out: its yes/no answers (ci_workflow...), and each choice of a
-    multiselect answer (optional_parts: audit, sweeps...), on where the project chose it. A project answered
-    before the question has none of its choices here: it holds the parts as its release made them."""
+    multiselect answer (optional_parts: audit, sweeps...), on where the project chose it, or where its
+    ``release`` came before the choice existed (``JOINED_LATER``). A project answered before the question has
+    none of its choices here: it holds the parts as its release made them."""
     found = {key: value for key, value in answers.items() if isinstance(value, bool)}
+    made = release_tuple(release)
     for key, options in multiselect_choices().items():
         chosen = answers.get(key)
         if isinstance(chosen, list):
-            found |= {option: option in chosen for option in options}
+            older = {option for option in options if made is not None and made < JOINED_LATER.get(option, made)}
+            found |= {option: option in chosen or option in older for option in options}
     return found
+
+
+def release_tuple(release: str | None) -> tuple[int, int, int] | None:
+    """``v0.15.1`` or ``v0.15.1-3-gabc1234`` (copier's _commit) as (0, 15, 1); None for a bare commit."""
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", release or "")
+    return tuple(int(part) for part in match.groups()) if match else None  # type: ignore[return-value]
 
 
 @cache
@@ -130,7 +145,7 @@ def as_json(row: Row) -> dict[str, Any]:
         "releases_behind": len(found.newer) if found else None,
         "newer_releases": found.newer if found else None,
         "answers": project.answers if project else None,
-        "parts": parts(project.answers) if project else None,
+        "parts": parts(project.answers, project.version) if project else None,
         "edited": [{"path": path, "change": change} for path, change in found.changed] if found else None,
         "conflicts": {"unmerged": found.conflicts.unmerged, "markers": found.conflicts.markers} if found else None,
         "practices": None if row.findings is None else {"counts": counts(row.findings), "findings": row.findings},
@@ -171,7 +186,7 @@ def report_table(rows: Sequence[Row], check: bool) -> str:
             cells = [str(row.dest), *["?"] * (len(header) - 1 + check)]
         else:
             answers = found.project.answers
-            on = ",".join(key for key, value in parts(answers).items() if value) or "-"
+            on = ",".join(key for key, value in parts(answers, found.project.version).items() if value) or "-"
             cells = [str(row.dest), found.project.version, found.newest or found.project.version,
                      str(len(found.newer)), str(answers.get("model", "?")), str(answers.get("optimizer", "?")),
                      on, str(len(found.changed)), *([str(len(row.findings or []))] if check else [])]  # fmt: skip
@@ -199,7 +214,7 @@ def report_one(row: Row) -> str:
     else:
         lines.append(f"release:   {project.version} (newest)")
     lines.append("answers:   " + " ".join(f"{key}={value}" for key, value in choices(project.answers).items()))
-    switches = parts(project.answers).items()
+    switches = parts(project.answers, project.version).items()
     lines.append("parts:     " + (" ".join(f"{key}={'on' if on else 'off'}" for key, on in switches) or "-"))
     if found.conflicts:
         lines.append(f"conflicts ({len(found.conflicts.files)}): resolve the markers, `git add` the files, commit:")

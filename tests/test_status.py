@@ -173,3 +173,14 @@ def test_the_optional_parts_answer_shows_each_part_on_or_off() -> None:
     assert lean == {"ci_workflow": True, **off, "mlflow": True}
     assert "optional_parts" not in fleet.choices({"model": "resnet18", "optional_parts": ["mlflow"]})
     assert fleet.parts({"ci_workflow": False}) == {"ci_workflow": False}  # answered before the question
+
+
+def test_parts_that_joined_the_question_later_are_on_in_a_project_of_an_older_release() -> None:
+    """A v0.15 project's answer cannot name shards or gpu_decode (they became choices in v0.16.0), yet its
+    release made their files: shown on until its update records them; in a v0.16 project the answer decides."""
+    answer = {"optional_parts": ["audit"]}
+    older = fleet.parts(answer, "v0.15.1-2-gabc1234")
+    assert older["shards"] and older["gpu_decode"] and older["audit"] and not older["sweeps"]
+    newer = fleet.parts(answer, "v0.16.0")
+    assert not newer["shards"] and not newer["gpu_decode"] and newer["audit"]
+    assert fleet.parts(answer, "0123abc") == fleet.parts(answer)  # a bare commit: the answer alone
