@@ -147,6 +147,13 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict[str, fl
     return row, output  # ru_maxrss: kB on Linux
 
 
+def stage_lines(output: str) -> list[str]:
+    """The audit's stage lines worth keeping: each stage's last (", done"), and the last 12 lines of any kind."""
+    lines = [line.strip() for line in output.splitlines() if " s" in line and ":" in line]
+    last = lines[-12:]
+    return [line for line in lines[:-12] if line.endswith(", done")] + last
+
+
 def settings(data: Path, out: Path, side: int) -> list[str]:
     sets = [f"data.root={data}", f"data.image_size={side}", f"train.out_dir={out}", "train.epochs=1"]
     return [a for kv in sets for a in ("--set", kv)]
@@ -186,7 +193,7 @@ def run_steps(
             where = ["--set", f"data.root={data}"]
             argv = [*module, "audit", "--checkpoint", checkpoint, *where, "--out", str(work / "audit")]
             rows[step], output = timed(argv, project, env)
-            rows[step]["stages"] = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
+            rows[step]["stages"] = stage_lines(output)
     return rows
 
 
