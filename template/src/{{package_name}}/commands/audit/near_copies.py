@@ -35,7 +35,8 @@ and OpenCV's ``matchTemplate`` (not a dependency of the project) takes one pair 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -69,7 +70,9 @@ MATCH = 0.7
 COLOUR = 15.0
 LUMA = torch.tensor([0.299, 0.587, 0.114])
 CHROMA = torch.tensor([[-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])  # ITU-R 601 Cb and Cr of RGB
-PAIRS_PER_CHUNK = 1024  # candidate pairs compared at once: 1,024 x 32 x 32 floats a step
+# Candidate pairs compared at once: their files' bands and integral images take about 250 MB; fewer calls of larger
+# operations (1,024 checked 0.65 times as many pairs a CPU second on the scale benchmark's pictures).
+PAIRS_PER_CHUNK = 4096
 THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's rows: 64 MB)
 # Up to this many files, a ``Thumbnails``' float thumbnails and integral images are made once for every file (about
 # 30 KB a file: 0.6 GB); above, for the rows asked for, each time. The pixel check asks a chunk's own ``Thumbnails``
@@ -346,14 +349,28 @@ def pixel_scores(
     """Each pair's best NCC at ``SIDE`` (-1 where the screen at ``SCREEN_SIDE`` dropped it), ``PAIRS_PER_CHUNK``
     pairs at a time; ``done`` is told how many pairs each chunk checked."""
     scores = torch.full((len(later),), -1.0)
-    for start in range(0, len(later), PAIRS_PER_CHUNK):
-        part = slice(start, start + PAIRS_PER_CHUNK)
-        screened = best_match(*chunk(thumbs, later[part], earlier[part]), SCREEN_SIDE)
-        passed = torch.nonzero(screened >= SCREEN).flatten() + start
-        if len(passed):
-            scores[passed] = best_match(*chunk(thumbs, later[passed], earlier[passed]), SIDE)
-        done(len(screened))
+    with one_thread():
+        for start in range(0, len(later), PAIRS_PER_CHUNK):
+            part = slice(start, start + PAIRS_PER_CHUNK)
+            screened = best_match(*chunk(thumbs, later[part], earlier[part]), SCREEN_SIDE)
+            passed = torch.nonzero(screened >= SCREEN).flatten() + start
+            if len(passed):
+                scores[passed] = best_match(*chunk(thumbs, later[passed], earlier[passed]), SIDE)
+            done(len(screened))
     return scores
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads set to one while the pixel check runs, as they were after. Its operations are small
+    (a chunk's pairs of 32 x 32 pixels: many calls of a millisecond), where threads wait for each other more than
+    they share work: on a shared 2-core machine, two threads checked 8 times fewer pairs a second than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def chunk(
