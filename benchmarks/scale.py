@@ -3,7 +3,12 @@
 It writes an ImageNet-shaped data set offline (``--classes`` classes of
 ``--side`` px JPEGs, six train files a class for each val one, and planted
 defects: ``--copies`` val files copied into train), generates a project from
-this checkout, and runs each step the way a user does, as its own process:
+this checkout, and runs each step the way a user does, as its own process.
+Each file is its own picture (``picture``: shapes drawn from ``--seed``, the
+class and the index, in the class's colours), as in a photo data set: the
+planted copies are the only near copies, and the audit's pixel check gets the
+candidates a real data set gives it (with a class's files near-identical it
+checked some 2 pairs a file and listed 2,053 copies at 70,000 files).
 
   first start   launch to the first training step, no file index and no cache
   second start  the same with the index and the cache there (a new out_dir)
@@ -22,7 +27,8 @@ step's CPU seconds (its processes', workers included) are kept beside: on a
 shared machine they compare the sizes where the wall seconds depend on what
 else ran. The data sets, and with them each size's run folder (its best.pt,
 for a later ``--steps audit``), stay in ``--data`` (default: a temporary
-folder) for another run.
+folder) for another run; ``--checkpoint`` audits and evaluates with another
+run's best.pt (the same classes: a smaller size's), without training again.
 
     .venv/bin/python benchmarks/scale.py [--files 7000 70000] [--classes 1000] [--side 32] [--steps ...]
         [--data DIR] [--out .bench/scale.json]
@@ -50,7 +56,7 @@ from typing import Any
 
 import numpy as np
 from copier import run_copy
-from PIL import Image
+from PIL import Image, ImageDraw
 from startup import FIRST_STEP  # a script beside this one: the trainer's launch to its first step
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,34 +64,62 @@ PACKAGE = "scale_pkg"
 VAL_SHARE = 7  # one val file for every six train files: ImageNet's 1,281 / 50 is steeper, the point is the shape
 STEPS = ("first start", "second start", "one epoch", "evaluate", "audit")
 WRITERS = 2  # processes writing the JPEG files: this runs on machines of few cores
+DATA_KIND = "shapes"  # each file its own picture (``picture``); before: a class's files were near-identical
 
 
-def write_class(job: tuple[Path, int, int, int, int]) -> None:
-    """One class's files in train/ and val/ (a pool's task): a colour and a stripe of the class's own, with noise,
-    so that a model learns something and no two files are the same picture."""
-    root, label, train, val, side = job
-    rng = np.random.default_rng(label)
-    base, stripe = rng.integers(0, 256, 3), int(rng.integers(0, side))
+SPLIT_CODES = {"train": 0, "val": 1}  # a file's seed is (seed, class, split, index)
+SHAPES = 12  # shapes drawn over each file's background
+
+
+def picture(seed: int, label: int, split: str, index: int, side: int) -> Image.Image:
+    """One file's own picture: a shaded background and ``SHAPES`` ellipses, boxes and lines at places, sizes and
+    in shades of the class's three colours drawn from (``seed``, class, split, index). Like photos in this one
+    respect: no two files of a class show the same picture (the audit's pixel check finds only the planted
+    copies), while the colours keep the classes learnable."""
+    palette = np.random.default_rng([seed, label]).integers(0, 256, (3, 3))  # the class's own colours
+    rng = np.random.default_rng([seed, label, SPLIT_CODES[split], index])
+    ramp = np.linspace(-1, 1, side)
+    slope = rng.uniform(-40, 40, 2)  # a light from its own side: a gradient over the class's first colour
+    shade = slope[0] * ramp[None, :, None] + slope[1] * ramp[:, None, None]
+    background = palette[0] + shade + rng.normal(0, 12, (side, side, 3))
+    image = Image.fromarray(np.clip(background, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(image)
+    for _ in range(SHAPES):
+        colour = tuple(int(c) for c in np.clip(palette[rng.integers(3)] + rng.integers(-60, 61, 3), 0, 255))
+        x0, y0 = rng.integers(-side // 4, side, 2)
+        width, height = rng.integers(side // 8, side // 2, 2)
+        box = [int(x0), int(y0), int(x0 + width), int(y0 + height)]
+        kind = rng.integers(3)
+        if kind == 0:
+            draw.ellipse(box, fill=colour)
+        elif kind == 1:
+            draw.rectangle(box, fill=colour)
+        else:
+            draw.line(box, fill=colour, width=int(rng.integers(1, 4)))
+    return image
+
+
+def write_class(job: tuple[Path, int, int, int, int, int]) -> None:
+    """One class's files in train/ and val/ (a pool's task), each its own ``picture``."""
+    root, label, train, val, side, seed = job
     for split, count in (("train", train), ("val", val)):
         folder = root / split / f"c{label:05d}"
         folder.mkdir(parents=True, exist_ok=True)
         for index in range(count):
-            pixels = np.clip(base + rng.integers(-50, 51, (side, side, 3)), 0, 255).astype(np.uint8)
-            pixels[:, stripe] = 255 - base
-            Image.fromarray(pixels).save(folder / f"{index:05d}.jpg", quality=90)
+            picture(seed, label, split, index, side).save(folder / f"{index:05d}.jpg", quality=90)
 
 
-def write_data(root: Path, files: int, classes: int, side: int, copies: int) -> Path:
+def write_data(root: Path, files: int, classes: int, side: int, copies: int, seed: int = 0) -> Path:
     """``files`` files in ``classes`` classes (train and val), ``copies`` val files copied into train; kept when
-    already written with the same shape."""
-    shape = {"files": files, "classes": classes, "side": side, "copies": copies}
+    already written with the same shape (``DATA_KIND``: the data of an older scale.py is written again)."""
+    shape = {"files": files, "classes": classes, "side": side, "copies": copies, "seed": seed, "kind": DATA_KIND}
     done = root / "shape.json"
     if done.exists() and json.loads(done.read_text()) == shape:
         return root
     shutil.rmtree(root, ignore_errors=True)
     per_class = max(files // classes, VAL_SHARE)
     val = max(per_class // VAL_SHARE, 1)
-    jobs = [(root, label, per_class - val, val, side) for label in range(classes)]
+    jobs = [(root, label, per_class - val, val, side, seed) for label in range(classes)]
     with multiprocessing.get_context("fork").Pool(WRITERS) as pool:
         pool.map(write_class, jobs, chunksize=16)
     for index in range(copies):  # planted defects: a val file in train, under another name, in its own class
@@ -119,13 +153,23 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict[str, fl
     return row, output  # ru_maxrss: kB on Linux
 
 
+def stage_lines(output: str) -> list[str]:
+    """The audit's stage lines worth keeping: each stage's last (", done"), and the last 12 lines of any kind."""
+    lines = [line.strip() for line in output.splitlines() if " s" in line and ":" in line]
+    last = lines[-12:]
+    return [line for line in lines[:-12] if line.endswith(", done")] + last
+
+
 def settings(data: Path, out: Path, side: int) -> list[str]:
     sets = [f"data.root={data}", f"data.image_size={side}", f"train.out_dir={out}", "train.epochs=1"]
     return [a for kv in sets for a in ("--set", kv)]
 
 
-def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work: Path) -> dict[str, dict[str, Any]]:
-    """Each step of ``steps`` on ``data``: {step: {seconds, peak_mb, ...}}; the audit's own stage lines kept."""
+def run_steps(
+    project: Path, data: Path, side: int, steps: tuple[str, ...], work: Path, trained: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each step of ``steps`` on ``data``: {step: {seconds, peak_mb, ...}}; the audit's own stage lines kept.
+    ``trained``: the checkpoint that ``evaluate`` and the audit read (default: the one-epoch step's best.pt)."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "XDG_CACHE_HOME": str(work / "cache")}
     if "first start" in steps:
         shutil.rmtree(work / "cache", ignore_errors=True)  # a first start: no file index, no cache
@@ -142,7 +186,7 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
             raise SystemExit(f"the trainer never reached its first step:\n{output[-3000:]}")
         return {**row, "seconds": float(line.split()[1])}
 
-    checkpoint = str(work / "run" / "best.pt")
+    checkpoint = str(trained or work / "run" / "best.pt")
     for step in steps:
         if step in ("first start", "second start"):
             rows[step] = first_step(step.replace(" ", "_"))
@@ -151,9 +195,11 @@ def run_steps(project: Path, data: Path, side: int, steps: tuple[str, ...], work
         elif step == "evaluate":
             rows[step], _ = timed([*module, "evaluate", "--checkpoint", checkpoint], project, env)
         elif step == "audit":
-            argv = [*module, "audit", "--checkpoint", checkpoint, "--out", str(work / "audit")]
+            # data.root: this size's files, whichever size's run trained the checkpoint (same classes)
+            where = ["--set", f"data.root={data}"]
+            argv = [*module, "audit", "--checkpoint", checkpoint, *where, "--out", str(work / "audit")]
             rows[step], output = timed(argv, project, env)
-            rows[step]["stages"] = [line.strip() for line in output.splitlines() if " s" in line and ":" in line][-12:]
+            rows[step]["stages"] = stage_lines(output)
     return rows
 
 
@@ -239,9 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--side", type=int, default=32, help="pixels of each file, and data.image_size")
     parser.add_argument("--copies", type=int, default=20, help="val files copied into train (planted defects)")
+    parser.add_argument("--seed", type=int, default=0, help="the data's pictures: each from (seed, class, index)")
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--data", type=Path, help="where the data sets are written and kept (default: temporary)")
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "scale.json")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="evaluate and audit with this best.pt (e.g. a smaller size's, same classes) instead of the epoch's",
+    )
     parser.add_argument("--table-from", type=Path, help="print the tables of a results file, run nothing")
     parser.add_argument("--quick", action="store_true", help="700 files of 100 classes: that it runs")
     parser.add_argument(
@@ -266,11 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         project = generate(Path(tmp) / "project")
         results = {}
         for files in sorted(args.files):
-            data = write_data(data_root / f"{files}", files, args.classes, args.side, args.copies)
+            data = write_data(data_root / f"{files}", files, args.classes, args.side, args.copies, args.seed)
             # Beside the data where it is kept: a later run of --steps audit finds the epoch's best.pt there.
             work = (args.data or Path(tmp)) / f"work-{files}"
             print(f"{files:,} files in {args.classes:,} classes at {args.side} px ...", flush=True)
-            results[files] = run_steps(project, data, args.side, tuple(args.steps), work)
+            results[files] = run_steps(project, data, args.side, tuple(args.steps), work, args.checkpoint)
             if not args.data:
                 shutil.rmtree(work, ignore_errors=True)
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores\n")

@@ -35,7 +35,8 @@ and OpenCV's ``matchTemplate`` (not a dependency of the project) takes one pair 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -69,10 +70,13 @@ MATCH = 0.7
 COLOUR = 15.0
 LUMA = torch.tensor([0.299, 0.587, 0.114])
 CHROMA = torch.tensor([[-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])  # ITU-R 601 Cb and Cr of RGB
-PAIRS_PER_CHUNK = 1024  # candidate pairs compared at once: 1,024 x 32 x 32 floats a step
+# Candidate pairs compared at once: their files' bands and integral images take about 250 MB; fewer calls of larger
+# operations (1,024 checked 0.65 times as many pairs a CPU second on the scale benchmark's pictures).
+PAIRS_PER_CHUNK = 4096
 THUMBNAILS_PER_CHUNK = 65_536  # thumbnails made float at once (the search's rows: 64 MB)
-# Up to this many files, the pixel check's float thumbnails and integral images are made once for every file
-# (about 30 KB a file: 0.6 GB); above, for the rows of each batch of pairs, as they are compared.
+# Up to this many files, a ``Thumbnails``' float thumbnails and integral images are made once for every file (about
+# 30 KB a file: 0.6 GB); above, for the rows asked for, each time. The pixel check asks a chunk's own ``Thumbnails``
+# (``chunk``: at most 2 x PAIRS_PER_CHUNK files), so it makes them once a chunk at any number of files.
 EAGER = 20_000
 # Step 3: a file is plain where its SIDE thumbnail's fine detail (the standard deviation of its high-pass, in grey
 # levels) is under PLAIN_DETAIL: the benchmark's blurred photos have 3 to 13, its other photos 7 to 40 (most over
@@ -269,7 +273,7 @@ def crop_shapes(aspect: torch.Tensor, side: int) -> torch.Tensor:
     return torch.stack(shapes, dim=1)  # pairs x fractions x 2
 
 
-def best_match(thumbs: Thumbnails, side: int, later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
+def best_match(thumbs: Thumbnails, later: torch.Tensor, earlier: torch.Tensor, side: int) -> torch.Tensor:
     """Each pair's best NCC at ``side`` pixels: the whole pictures, then each file's crops (``crop_shapes``) slid
     over the other, mirrored or not (module docstring, step 2); at ``SIDE``, plain pairs on two bands too (step 3)."""
     best = torch.full((len(later),), -1.0)
@@ -339,6 +343,47 @@ def window_sums(table: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     )
 
 
+def pixel_scores(
+    thumbs: Thumbnails, later: torch.Tensor, earlier: torch.Tensor, done: Callable[[int], object] = lambda _: None
+) -> torch.Tensor:
+    """Each pair's best NCC at ``SIDE`` (-1 where the screen at ``SCREEN_SIDE`` dropped it), ``PAIRS_PER_CHUNK``
+    pairs at a time; ``done`` is told how many pairs each chunk checked."""
+    scores = torch.full((len(later),), -1.0)
+    with one_thread():
+        for start in range(0, len(later), PAIRS_PER_CHUNK):
+            part = slice(start, start + PAIRS_PER_CHUNK)
+            screened = best_match(*chunk(thumbs, later[part], earlier[part]), SCREEN_SIDE)
+            passed = torch.nonzero(screened >= SCREEN).flatten() + start
+            if len(passed):
+                scores[passed] = best_match(*chunk(thumbs, later[passed], earlier[passed]), SIDE)
+            done(len(screened))
+    return scores
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads set to one while the pixel check runs, as they were after. Its operations are small
+    (a chunk's pairs of 32 x 32 pixels: many calls of a millisecond), where threads wait for each other more than
+    they share work: on a shared 2-core machine, two threads checked 8 times fewer pairs a second than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def chunk(
+    thumbs: Thumbnails, later: torch.Tensor, earlier: torch.Tensor
+) -> tuple[Thumbnails, torch.Tensor, torch.Tensor]:
+    """The thumbnails of a chunk's files only, and its pairs numbered in them: its high-passed bands and integral
+    images are made once for the chunk (at most ``2 * PAIRS_PER_CHUNK`` rows: under ``EAGER``), not again for each
+    crop size and direction, whatever the number of files."""
+    rows, inverse = torch.cat([later, earlier]).unique(return_inverse=True)
+    kept = Thumbnails(thumbs.grey[rows], thumbs.aspect[rows], thumbs.chroma[rows])
+    return kept, inverse[: len(later)], inverse[len(later) :]
+
+
 def near_copies(
     graph: Neighbours | torch.Tensor,
     thumbs: Thumbnails,
@@ -355,16 +400,9 @@ def near_copies(
     later, earlier = candidates(graph, thumbs, splits, device, show)
     alike = (thumbs.chroma[later] - thumbs.chroma[earlier]).norm(dim=1) <= COLOUR  # a copy keeps its colours
     later, earlier = later[alike], earlier[alike]
-    scores = torch.full((len(later),), -1.0)
     shown = meter("audit: pixel check", len(later), show, "pairs")
     try:
-        for start in range(0, len(later), PAIRS_PER_CHUNK):
-            part = slice(start, start + PAIRS_PER_CHUNK)
-            screened = best_match(thumbs, SCREEN_SIDE, later[part], earlier[part])
-            passed = torch.nonzero(screened >= SCREEN).flatten() + start
-            if len(passed):
-                scores[passed] = best_match(thumbs, SIDE, later[passed], earlier[passed])
-            shown.update(len(screened))
+        scores = pixel_scores(thumbs, later, earlier, shown.update)
     finally:
         shown.close()
     hits = torch.nonzero(scores >= threshold).flatten().tolist()
