@@ -6,11 +6,12 @@ over stratified folds, from one pass of sums (``linear_head.py``), so no trainin
 files take minutes, not the hours of scikit-learn's lbfgs; cleanlab's confident learning (``find_label_issues``,
 or its batched label inspection ``LabelInspector`` where the probabilities would not fit in memory)
 then flags the files whose folder disagrees with them, ranked by ``get_label_quality_scores``. Where the
-probabilities would not fit in memory, no array holds them: the heads make them a chunk at a time, twice, for
-cleanlab's ``LabelInspector`` (its confident thresholds, then each label's score), and they go to
-``pred_probs.npy`` through a file, not a memory map (at 1.28 million files and 1,000 classes: 5.1 GB). Outliers are the
-files whose nearest neighbours are far: the audit's one neighbour graph (``neighbours.py``) scored by cleanlab's
-``transform_distances_to_scores``, as Datalab scores a precomputed ``knn_graph``, flagged as Datalab flags them.
+probabilities would not fit in memory (at 1.28 million files and 1,000 classes: 5.1 GB), no array holds them:
+cleanlab's ``LabelInspector`` takes them a chunk at a time as the heads make them (its confident thresholds),
+they go to ``pred_probs.npy`` through a file, not a memory map, and it reads them back to score each label.
+Outliers are the files whose nearest neighbours are far: the audit's one neighbour graph (``neighbours.py``)
+scored by cleanlab's ``transform_distances_to_scores``, as Datalab scores a precomputed ``knn_graph``, flagged
+as Datalab flags them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ OUTLIER_IQR = 1.7
 # Probabilities (files x classes x 4 bytes) up to this size are checked in memory by find_label_issues; above,
 # by cleanlab's batched label inspection, made twice by the heads a chunk at a time (``inspected``).
 IN_MEMORY = 1 << 30
+READ_ROWS = 16_384  # probabilities read back at once by the batched check (64 MB at 1,000 classes)
 BATCH = 100_000  # files a batch of the quality scores in memory
 PURPOSE = "audit's label and outlier checks"
 
@@ -132,9 +134,9 @@ def inspected(
     folder: Path | None,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """cleanlab's batched label inspection (``LabelInspector``, as ``find_label_issues_batched`` runs it) on the
-    probabilities as the heads make them, a chunk at a time, never all at once: a first pass gives the classes'
-    confident thresholds (and writes the probabilities to ``folder``'s ``pred_probs.npy`` through a file, not
-    a memory map, whose pages would count as the process's memory), a second scores every label against them.
+    probabilities a chunk at a time, never all at once: as the heads make them, they give the classes' confident
+    thresholds and go to ``folder``'s ``pred_probs.npy`` through a file, not a memory map, whose pages would
+    count as the process's memory; read back from it in row order, every label is scored against them.
     Returns the probabilities (read-only from that file; in memory without a folder) and, over the checked
     files in order: the flagged rows (worst first), each label's quality score and the suggested class's column.
     """
@@ -166,17 +168,42 @@ def inspected(
                 best[at] = probs.argmax(1)
                 right[at] = _reduce_issues(probs, labels)
     order = []
-    for held, batch in probability_batches(vectors, heads, device, show):
-        mine = checked[held]
-        if mine.any():
-            inspector.score_label_quality(position[targets[held[mine]]], batch[mine][:, kept])
-            order.append(place[held[mine]])
+    shown = meter("audit: label scores", count, show, "files")
+    try:
+        for held, batch in written_batches(memory, path, (count, classes)):  # read back, in the files' order
+            mine = checked[held]
+            if mine.any():
+                inspector.score_label_quality(position[targets[held[mine]]], batch[mine][:, kept])
+                order.append(place[held[mine]])
+            shown.update(len(held))
+    finally:
+        shown.close()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its advice on tiny data sets
         issues = np.concatenate(order)[inspector.get_label_issues()]
     flagged = issues[~right[issues]]
     probabilities = memory if memory is not None else np.load(path, mmap_mode="r")
     return probabilities, (flagged, quality, best)
+
+
+def written_batches(
+    memory: np.ndarray | None, path: Path | None, shape: tuple[int, int]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The probabilities the first pass wrote, ``READ_ROWS`` rows at a time in row order: from memory, or read
+    from the .npy file by plain reads (the page cache they pass through is not the process's memory, as a memory
+    map's pages would be), which is many times faster than the heads making them again."""
+    if memory is not None:
+        for top in range(0, shape[0], READ_ROWS):
+            yield np.arange(top, min(top + READ_ROWS, shape[0])), memory[top : top + READ_ROWS]
+        return
+    assert path is not None
+    with path.open("rb") as source:
+        np.lib.format.read_magic(source)
+        np.lib.format.read_array_header_1_0(source)
+        for top in range(0, shape[0], READ_ROWS):
+            rows = min(READ_ROWS, shape[0] - top)
+            batch = np.fromfile(source, dtype="<f4", count=rows * shape[1]).reshape(rows, shape[1])
+            yield np.arange(top, top + rows), batch
 
 
 @contextlib.contextmanager
