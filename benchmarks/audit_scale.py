@@ -165,15 +165,17 @@ def features_only(
     graph = stage("search", lambda: neighbours.search(made["features"], made["splits"], k, device, show=True))
     result["search"]["method"] = graph.method
     result["search"] |= search_recall(neighbours, made["features"], graph, k)
+    codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)  # the copies the graph proposes to the pixel check
+    found = {(int(c) // files, int(c) % files) for c in codes}
+    result["search"]["copies_proposed"] = len(made["copies"] & found) / len(made["copies"])
+    print(f"  search: {result['search']['copies_proposed']:.3f} of the planted copies proposed", flush=True)
     if "outliers" in stages:
         rows = stage("outliers", lambda: checks.outliers(audit_files, graph, "synthetic"))
         result["outliers"] |= score({int(row.path[1:]) for row in rows}, made["strangers"])
         print(json.dumps({"outliers": result["outliers"]}), flush=True)
     if "near copies" in stages:  # last: its pixel check is the longest stage
         pairs = stage("near copies", lambda: near.near_copies(graph, thumbs, made["splits"], show=True))
-        codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)
-        found = {(int(c) // files, int(c) % files) for c in codes}
-        result["near copies"]["candidates_recall"] = len(made["copies"] & found) / len(made["copies"])
+        result["near copies"]["candidates_recall"] = result["search"]["copies_proposed"]
         result["near copies"]["pairs"] = len(pairs)
     result["total_seconds"] = sum(result[name]["seconds"] for name in STAGES if name in result)
     result["total_peak_gb"] = peak_total()

@@ -120,7 +120,8 @@ def flagged_labels(labels: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its advice on tiny data sets; the counts are in the summary
-        return np.flatnonzero(find_label_issues(labels, probs, filter_by=FILTER))
+        # n_jobs=1: no process pool (a pool forked from a process with threads left a worker hanging in tests)
+        return np.flatnonzero(find_label_issues(labels, probs, filter_by=FILTER, n_jobs=1))
 
 
 def inspected(
