@@ -19,10 +19,11 @@ Two ways to search, measured on 1,280-wide vectors (docs/audit.md, "At scale"):
   file of 8-bit full vectors it replaced, with ``4 sqrt(n)`` lists, grew as n^1.5: 2,184 s at 128,000 files.)
 
 Measured (``benchmarks/audit_scale.py``, synthetic 1,280-wide embeddings in 1,000 classes, a 2-core Xeon shared
-with other jobs, load about 10): at 128,000 files the search took 374 s (was 2,184 s), 1.8 GB peak, every cosine
-within 1e-6 of the true one, and it found 0.76 of the exact 11 nearest of a sample: synthetic embeddings are
-the worst case, their noise spread evenly over all 1,280 dimensions, which 128 axes cannot hold (real embeddings
-keep most of their spread in few axes); the planted copies and outliers are all found.
+with other jobs): 128,000 files 104 s (load 0.5; 374 s at load 10; was 2,184 s), 1.8 GB peak; 1.28 million
+files 977 s (load 3 to 10), 6.9 GB peak, the embeddings included. Every cosine within 1e-6 of the true one;
+every planted copy proposed (128,000) and every planted outlier found; 76 % (128,000) and 49 % (1.28 M) of the exact 11
+nearest of a sample: synthetic embeddings are the worst case, their noise spread evenly over all 1,280
+dimensions, which 128 axes cannot hold (real embeddings keep most of their spread in few axes).
 """
 
 from __future__ import annotations
