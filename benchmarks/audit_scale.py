@@ -8,11 +8,14 @@ loader pass keeps them (so the thumbnails' search and the pixel check cost what 
 match nothing). Then, as ``commands/audit/audit.py`` runs them, each stage timed and its peak resident memory read
 (``/proc/self/status`` VmHWM, reset before each stage):
 
-  search       the one neighbour graph of the embeddings (``commands/audit/neighbours.py``: FAISS on the CPU where
-               installed, else blocked products with topk; ``--search`` picks);
-  near copies  the candidates from that graph and the thumbnails' own search, then the pixel check;
   labels       the k-fold linear head and cleanlab's label check (``commands/audit/linear_head.py``,
-  ``label_checks.py``); outliers     cleanlab's scores on the same graph.
+               ``label_checks.py``): first, as it needs no graph;
+  search       the one neighbour graph of the embeddings (``commands/audit/neighbours.py``: FAISS on the CPU where
+               installed, else blocked products with topk; ``--search`` picks), and untimed after it, the share
+               of the exact nearest it found for ``RECALL_SAMPLE`` files and how far its cosines are from true;
+  outliers     cleanlab's scores on the same graph;
+  near copies  the candidates from that graph and the thumbnails' own search, then the pixel check (last: the
+               longest stage).
 
 What each stage found of the planted defects is printed beside (recall; precision for labels and outliers).
 
@@ -41,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 PACKAGE = "audit_scale_bench"
 VAL_SHARE, MOVED, COPIED, NO_CLASS = 0.04, 0.05, 0.001, 0.0005
+RECALL_SAMPLE = 1_000  # files whose exact nearest the search's are compared with
 NOISE = 1.0  # a file's distance from its class's direction, relative to it (unit vectors: cosine ~0.5 in class)
 
 
@@ -103,7 +107,7 @@ def synthetic(files: int, classes: int, width: int, seed: int = 0) -> dict[str, 
     }
 
 
-STAGES = ("search", "near copies", "labels", "outliers")
+STAGES = ("labels", "search", "outliers", "near copies")  # in the order run
 
 
 def features_only(
@@ -145,25 +149,34 @@ def features_only(
         print(f"  {files:>9,} files  {name:<12} {seconds:8.1f} s  {peak:5.2f} GB peak", flush=True)
         return value
 
-    k = max(near.NEIGHBOURS, checks.OUTLIER_NEIGHBOURS) + 1
-    graph = stage("search", lambda: neighbours.search(made["features"], made["splits"], k, device, show=True))
-    result["search"]["method"] = graph.method
-    if "near copies" in stages:
-        pairs = stage("near copies", lambda: near.near_copies(graph, thumbs, made["splits"], show=True))
-        codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)
-        found = {(int(c) // files, int(c) % files) for c in codes}
-        result["near copies"]["candidates_recall"] = len(made["copies"] & found) / len(made["copies"])
-        result["near copies"]["pairs"] = len(pairs)
-    if "labels" in stages:
+    if "labels" in stages:  # first: it needs no graph, so a run stopped during the search still has its figures
         checked = stage(
             "labels", lambda: checks.label_issues(audit_files, made["features"], "synthetic", True, device, folder)
         )
         flagged = {int(row.path[1:]) for row in checked.findings}
         result["labels"] |= score(flagged, made["moved"])
+        result["labels"]["method"] = checked.findings[0].extra["method"] if checked.findings else ""
         del checked  # its probabilities (a memory-mapped file) closed before the next stage
+        print(json.dumps({"labels": result["labels"]}), flush=True)
+    if stages == ("labels",):  # the label check alone: no graph needed
+        result["total_seconds"], result["total_peak_gb"] = result["labels"]["seconds"], peak_total()
+        return result
+    k = max(near.NEIGHBOURS, checks.OUTLIER_NEIGHBOURS) + 1
+    graph = stage("search", lambda: neighbours.search(made["features"], made["splits"], k, device, show=True))
+    result["search"]["method"] = graph.method
+    result["search"] |= search_recall(neighbours, made["features"], graph, k)
+    codes = near.earlier_pairs(graph, near.SHORTLIST_COSINE)  # the copies the graph proposes to the pixel check
+    found = {(int(c) // files, int(c) % files) for c in codes}
+    result["search"]["copies_proposed"] = len(made["copies"] & found) / len(made["copies"])
+    print(f"  search: {result['search']['copies_proposed']:.3f} of the planted copies proposed", flush=True)
     if "outliers" in stages:
         rows = stage("outliers", lambda: checks.outliers(audit_files, graph, "synthetic"))
         result["outliers"] |= score({int(row.path[1:]) for row in rows}, made["strangers"])
+        print(json.dumps({"outliers": result["outliers"]}), flush=True)
+    if "near copies" in stages:  # last: its pixel check is the longest stage
+        pairs = stage("near copies", lambda: near.near_copies(graph, thumbs, made["splits"], show=True))
+        result["near copies"]["candidates_recall"] = result["search"]["copies_proposed"]
+        result["near copies"]["pairs"] = len(pairs)
     result["total_seconds"] = sum(result[name]["seconds"] for name in STAGES if name in result)
     result["total_peak_gb"] = peak_total()
     return result
@@ -197,6 +210,25 @@ def compare_search(package: str, files: int, width: int = 1280, classes: int = 1
     return result
 
 
+def search_recall(neighbours: Any, features: Any, graph: Any, k: int, sample: int = RECALL_SAMPLE) -> dict[str, Any]:
+    """How much of the exact search the graph holds, on ``sample`` evenly spaced files (untimed): the share of
+    each split's true ``k`` nearest found, and the largest gap between a found pair's cosine and its true one."""
+    import torch
+
+    asked = torch.arange(0, len(features), max(1, len(features) // sample))[:sample]
+    truth = neighbours.exact(features, graph.starts, k, torch.device("cpu"), queries=features[asked])
+    found = graph.index[asked]
+    right = (found.flatten(1)[:, :, None] == truth.index.flatten(1)[:, None, :]).any(1)
+    valid = truth.index.flatten(1) >= 0
+    recall = float(right[valid].float().mean())
+    pairs = found >= 0
+    rows = features[asked].float()[:, None, None, :].expand(-1, found.shape[1], found.shape[2], -1)[pairs]
+    true = (rows * features[found[pairs]].float()).sum(1)
+    gap = float((graph.similarity[asked][pairs] - true).abs().max()) if pairs.any() else 0.0
+    print(f"  search: {recall:.3f} of the exact {k} nearest found ({len(asked)} files), cosine gap {gap:.1e}")
+    return {"recall_of_exact": recall, "cosine_gap": gap, "recall_sample": len(asked)}
+
+
 def peak_total() -> float:
     """The process's peak resident memory over its whole life (getrusage; VmHWM was reset per stage)."""
     import resource
@@ -225,7 +257,7 @@ def main() -> None:
     parser.add_argument("--search", choices=["auto", "exact"], default="auto", help="exact: blocked products")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "audit_scale.json")
     parser.add_argument("--quick", action="store_true", help="3,000 files, 50 classes: that it runs")
-    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="the search always runs")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="search: unless labels alone")
     parser.add_argument("--compare-search", action="store_true", help="the three searches at --files, timed")
     args = parser.parse_args()
     if args.quick:

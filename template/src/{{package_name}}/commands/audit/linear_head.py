@@ -17,7 +17,7 @@ precision and recall at least scikit-learn's logistic regression's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +85,15 @@ def fold_of(targets: np.ndarray, checked: np.ndarray, folds: int) -> np.ndarray:
     return fold
 
 
+@dataclass(frozen=True)
+class Heads:
+    """The fitted classifiers and which files each predicts: ``jobs`` pairs a head with its held-out rows."""
+
+    folds: int
+    temperature: float
+    jobs: list[tuple[tuple[torch.Tensor, torch.Tensor], np.ndarray]]
+
+
 def out_of_sample_probabilities(
     features: torch.Tensor,
     targets: np.ndarray,
@@ -96,8 +105,22 @@ def out_of_sample_probabilities(
     """Each file's class probabilities into ``probabilities`` (N x classes, e.g. a memory-mapped file): the
     ``checked`` files from the classifiers of the folds without them, the others from one of every checked file.
     Returns the number of folds."""
+    heads = fitted_heads(features, targets, checked, probabilities.shape[1], device, show)
+    for rows, batch in probability_batches(features, heads, device, show):
+        probabilities[rows] = batch
+    return heads.folds
+
+
+def fitted_heads(
+    features: torch.Tensor,
+    targets: np.ndarray,
+    checked: np.ndarray,
+    classes: int,
+    device: torch.device | None = None,
+    show: bool = False,
+) -> Heads:
+    """One pass of sums, then each fold's classifier solved (module docstring) and the temperature fitted."""
     device = device or torch.device("cpu")
-    classes = probabilities.shape[1]
     folds = int(min(FOLDS, np.bincount(targets[checked]).max()))
     fold = fold_of(targets, checked, folds)
     rows = np.flatnonzero(checked)
@@ -117,13 +140,25 @@ def out_of_sample_probabilities(
     jobs = [(heads[f], np.flatnonzero(fold == f)) for f in range(folds)]
     if not checked.all():
         jobs.append((solve(every, shift), np.flatnonzero(~checked)))
-    shown = meter(f"audit: {folds}-fold linear head, probabilities", len(targets), show, "files")
+    return Heads(folds, temperature, jobs)
+
+
+def probability_batches(
+    features: torch.Tensor, heads: Heads, device: torch.device | None = None, show: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every file's out-of-sample probabilities, ``CHUNK`` files at a time, fold after fold: (rows, rows x
+    classes float32). A pass over the embeddings: the label check runs it twice rather than keep them all."""
+    device = device or torch.device("cpu")
+    shown = meter(f"audit: {heads.folds}-fold linear head, probabilities", sum(len(h) for _, h in heads.jobs), show,
+                  "files")  # fmt: skip
     try:
-        for head, held in jobs:
-            predict(head, temperature, features, held, probabilities, device, shown)
+        for head, held in heads.jobs:
+            for top in range(0, len(held), CHUNK):
+                rows = held[top : top + CHUNK]
+                yield rows, predict(head, heads.temperature, features[torch.as_tensor(rows)], device)
+                shown.update(len(rows))
     finally:
         shown.close()
-    return folds
 
 
 def fold_sums(
@@ -255,17 +290,7 @@ def least(function: Callable[[float], float], low: float, high: float, steps: in
 
 @torch.inference_mode()
 def predict(
-    head: tuple[torch.Tensor, torch.Tensor],
-    temperature: float,
-    features: torch.Tensor,
-    held: np.ndarray,
-    out: np.ndarray,
-    device: torch.device,
-    shown: object,
-) -> None:
-    """``held``'s class probabilities into ``out``, ``CHUNK`` rows at a time."""
-    for top in range(0, len(held), CHUNK):
-        rows = held[top : top + CHUNK]
-        chosen = features[torch.as_tensor(rows)]
-        out[rows] = torch.softmax(scores(head, chosen.to(device)) * temperature, dim=1).cpu().numpy()
-        shown.update(len(rows))  # type: ignore[attr-defined]
+    head: tuple[torch.Tensor, torch.Tensor], temperature: float, chosen: torch.Tensor, device: torch.device
+) -> np.ndarray:
+    """These files' class probabilities (rows x classes float32)."""
+    return torch.softmax(scores(head, chosen.to(device)) * temperature, dim=1).cpu().numpy()
