@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +70,20 @@ def select_device(name: str = "auto", local_rank: int = 0) -> torch.device:
         )
     torch.cuda.set_device(device.index)  # before NCCL starts under torchrun, before any loader pins memory
     return device
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads set to one inside, as they were after: for work of many tiny operations (the
+    audit's pixel check: a chunk's pairs of 32 x 32 pixels, calls of a millisecond), where threads wait for each
+    other more than they share work: on a shared 2-core machine, two threads checked 8 times fewer pairs a second
+    than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def configure_backends(device: torch.device, deterministic: bool) -> None:

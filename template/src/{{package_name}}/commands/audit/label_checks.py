@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -32,6 +33,9 @@ from ...core.progress import meter
 from .findings import AuditFiles, Finding
 from .linear_head import Heads, fitted_heads, probability_batches
 from .neighbours import Neighbours, search
+
+if TYPE_CHECKING:
+    from cleanlab.experimental.label_issues_batched import LabelInspector
 
 FILTER = "prune_by_noise_rate"  # cleanlab's default way to decide which labels are issues
 RANKING = "self_confidence"  # the label quality score: the probability of the folder's class
@@ -168,11 +172,30 @@ def inspected(
                 quality[at] = get_label_quality_scores(labels, probs, method=RANKING)
                 best[at] = probs.argmax(1)
                 right[at] = _reduce_issues(probs, labels)
+    issues = scored_in_order(inspector, written_batches(memory, path, (count, classes)), (targets, position, kept),
+                             place, show)  # fmt: skip
+    flagged = issues[~right[issues]]
+    probabilities = memory if memory is not None else np.load(path, mmap_mode="r")
+    return probabilities, (flagged, quality, best)
+
+
+def scored_in_order(
+    inspector: LabelInspector,
+    batches: Iterator[tuple[np.ndarray, np.ndarray]],
+    labels: tuple[np.ndarray, np.ndarray, np.ndarray],
+    place: np.ndarray,
+    show: bool,
+) -> np.ndarray:
+    """``inspected``'s second pass: every checked label scored against the confident thresholds, the probabilities
+    read back in the files' order; the rows (among the checked files) cleanlab calls label issues, worst first.
+    ``labels``: each file's target, each target's column among the checked classes (-1: not checked), the kept
+    classes' columns."""
+    targets, position, kept = labels
     order = []
-    shown = meter("audit: label scores", count, show, "files")
+    shown = meter("audit: label scores", len(targets), show, "files")
     try:
-        for held, batch in written_batches(memory, path, (count, classes)):  # read back, in the files' order
-            mine = checked[held]
+        for held, batch in batches:
+            mine = position[targets[held]] >= 0
             if mine.any():
                 inspector.score_label_quality(position[targets[held[mine]]], batch[mine][:, kept])
                 order.append(place[held[mine]])
@@ -181,10 +204,7 @@ def inspected(
         shown.close()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its advice on tiny data sets
-        issues = np.concatenate(order)[inspector.get_label_issues()]
-    flagged = issues[~right[issues]]
-    probabilities = memory if memory is not None else np.load(path, mmap_mode="r")
-    return probabilities, (flagged, quality, best)
+        return np.concatenate(order)[inspector.get_label_issues()]
 
 
 def written_batches(

@@ -35,8 +35,7 @@ and OpenCV's ``matchTemplate`` (not a dependency of the project) takes one pair 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -46,6 +45,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 
+from ...core.device import one_thread
 from ...core.progress import meter
 from .neighbours import Neighbours, search
 
@@ -358,19 +358,6 @@ def pixel_scores(
                 scores[passed] = best_match(*chunk(thumbs, later[passed], earlier[passed]), SIDE)
             done(len(screened))
     return scores
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch's intra-op threads set to one while the pixel check runs, as they were after. Its operations are small
-    (a chunk's pairs of 32 x 32 pixels: many calls of a millisecond), where threads wait for each other more than
-    they share work: on a shared 2-core machine, two threads checked 8 times fewer pairs a second than one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def chunk(
