@@ -100,7 +100,10 @@ def test_status_json_has_every_fact_for_a_nightly_job(versioned_template: Path, 
     assert (first["release"], first["newest"], first["releases_behind"]) == ("v0.0.0", V2, 2)
     assert first["newer_releases"] == [V1, V2] and second["newer_releases"] == [V2]
     assert first["answers"]["model"] == "resnet18" and first["answers"]["optimizer"] == "adamw"
-    every_part = {"ci_workflow": True, "audit": True, "sweeps": True, "slurm": True, "mlflow": True}
+    every_part = {
+        "ci_workflow": True,
+        **dict.fromkeys(["audit", "sweeps", "slurm", "mlflow", "shards", "gpu_decode"], True),
+    }
     assert first["parts"] == every_part and first["edited"] == [] and first["practices"] is None
     assert second["edited"] == [
         {"path": "README.md", "change": "modified"},
