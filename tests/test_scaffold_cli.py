@@ -13,6 +13,8 @@ from torch_scaffold import cli
 from .conftest import BIN, HANG_S, copier_cli, generate, git
 from .lifecycle import V1, V2, make_user_project, substitute
 
+PARTS = "audit,sweeps,slurm,mlflow,shards,gpu_decode"  # copier.yml's optional_parts, all on by default
+
 
 def scaffold(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -126,7 +128,8 @@ def test_status_shows_versions_and_changed_template_files(drifted: Path) -> None
     assert lines[1] == f"release:   {V1}, 1 release behind {V2}: run `torch-scaffold update {drifted}`"
     answers = "model=simple_cnn optimizer=sgd image_size=64 precision=auto python_version=3.11 scheduler=cosine"
     assert lines[2] == f"answers:   {answers}"
-    assert lines[3:5] == ["parts:     ci_workflow=on audit=on sweeps=on slurm=on mlflow=on", "conflicts: none"]
+    on = " ".join(f"{part}=on" for part in ["ci_workflow", *PARTS.split(",")])
+    assert lines[3:5] == [f"parts:     {on}", "conflicts: none"]
     assert lines[5] == "template files changed in this project (4):"
     changes = sorted(line.split() for line in lines[6:-1])
     assert changes == [
@@ -232,8 +235,8 @@ def test_status_of_a_fleet_is_one_row_per_project_and_fails_when_one_is_behind(
         "state",
     ]
     assert [row.split()[:9] for row in rows] == [
-        [str(drifted), V1, V2, "1", "simple_cnn", "sgd", "ci_workflow,audit,sweeps,slurm,mlflow", "4", "behind:"],
-        [str(newest), V2, V2, "0", "resnet18", "adamw", "audit,sweeps,slurm,mlflow", "0", "newest"],
+        [str(drifted), V1, V2, "1", "simple_cnn", "sgd", f"ci_workflow,{PARTS}", "4", "behind:"],
+        [str(newest), V2, V2, "0", "resnet18", "adamw", PARTS, "0", "newest"],
     ]
     assert rows[0].endswith(f"behind: torch-scaffold update {drifted}")
     assert summary == "2 projects: 1 newest, 1 behind, 0 conflict"
