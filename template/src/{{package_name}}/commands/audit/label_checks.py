@@ -1,6 +1,6 @@
 """Likely label errors and outliers, from embeddings, by cleanlab (the ``audit`` extra) rather than by hand.
 
-Label issues need probabilities from a model that did not see the file's label: ``out_of_sample_probabilities``
+Label issues need probabilities from a model that did not see the file's label: ``linear_head.fitted_heads``
 solves a linear classifier (shrinkage discriminant analysis) on the standardized frozen embeddings in closed form
 over stratified folds, from one pass of sums (``linear_head.py``), so no training run is needed and a million
 files take minutes, not the hours of scikit-learn's lbfgs; cleanlab's confident learning (``find_label_issues``,
@@ -43,7 +43,7 @@ OUTLIER_NEIGHBOURS = 10  # cleanlab's default k: a file's mean distance to its k
 # An outlier's mean neighbour distance lies past Q3 + 1.7 x IQR of all files': Datalab's rule (its threshold 0.37037).
 OUTLIER_IQR = 1.7
 # Probabilities (files x classes x 4 bytes) up to this size are checked in memory by find_label_issues; above,
-# by cleanlab's batched label inspection, made twice by the heads a chunk at a time (``inspected``).
+# by cleanlab's batched label inspection: made once by the heads a chunk at a time, written, read back (``inspected``).
 IN_MEMORY = 1 << 30
 READ_ROWS = 16_384  # probabilities read back at once by the batched check (64 MB at 1,000 classes)
 BATCH = 100_000  # files a batch of the quality scores in memory

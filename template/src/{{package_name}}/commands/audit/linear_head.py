@@ -94,23 +94,6 @@ class Heads:
     jobs: list[tuple[tuple[torch.Tensor, torch.Tensor], np.ndarray]]
 
 
-def out_of_sample_probabilities(
-    features: torch.Tensor,
-    targets: np.ndarray,
-    checked: np.ndarray,
-    probabilities: np.ndarray,
-    device: torch.device | None = None,
-    show: bool = False,
-) -> int:
-    """Each file's class probabilities into ``probabilities`` (N x classes, e.g. a memory-mapped file): the
-    ``checked`` files from the classifiers of the folds without them, the others from one of every checked file.
-    Returns the number of folds."""
-    heads = fitted_heads(features, targets, checked, probabilities.shape[1], device, show)
-    for rows, batch in probability_batches(features, heads, device, show):
-        probabilities[rows] = batch
-    return heads.folds
-
-
 def fitted_heads(
     features: torch.Tensor,
     targets: np.ndarray,
@@ -147,7 +130,8 @@ def probability_batches(
     features: torch.Tensor, heads: Heads, device: torch.device | None = None, show: bool = False
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Every file's out-of-sample probabilities, ``CHUNK`` files at a time, fold after fold: (rows, rows x
-    classes float32). A pass over the embeddings: the label check runs it twice rather than keep them all."""
+    classes float32); the checked files from the classifiers of the folds without them, the others from one of
+    every checked file. A pass over the embeddings: the label check writes them as they come."""
     device = device or torch.device("cpu")
     shown = meter(f"audit: {heads.folds}-fold linear head, probabilities", sum(len(h) for _, h in heads.jobs), show,
                   "files")  # fmt: skip
