@@ -216,7 +216,7 @@ def search_recall(neighbours: Any, features: Any, graph: Any, k: int, sample: in
     import torch
 
     asked = torch.arange(0, len(features), max(1, len(features) // sample))[:sample]
-    truth = neighbours.exact(features, graph.starts, k, torch.device("cpu"), queries=features[asked])
+    truth = neighbours.exact(features, graph.starts, k, torch.device("cpu"), [features[asked]])[0]
     found = graph.index[asked]
     right = (found.flatten(1)[:, :, None] == truth.index.flatten(1)[:, None, :]).any(1)
     valid = truth.index.flatten(1) >= 0

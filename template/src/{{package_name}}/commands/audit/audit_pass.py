@@ -24,14 +24,15 @@ from ...data import build_loader
 from ...models.embeddings import embedded
 from . import linear_head
 from .near_copies import SIDE, Thumbnails, thumbnail
-from .neighbours import APPROXIMATE_FROM, faiss_module
+from .neighbours import APPROXIMATE_FROM, REDUCED, faiss_module
 
 # The embeddings as the host keeps them: float16 is enough for the search and the label check (measured on
 # benchmarks/data_audit.py: the same findings as float32) and half the memory.
 HOST_DTYPE = torch.float16
 # Bytes a file of the neighbour graphs (index and cosine: 12 bytes a neighbour; 3 splits): the embeddings' (11 a
-# split) and the thumbnails' (7 a split, one search at a time), and the thumbnails' unit rows (2 x 256 halfs).
-GRAPH_BYTES = 12 * 3 * (11 + 7) + 2 * 256 * 2
+# split) and the thumbnails' (7 a split, the picture's and its mirror image's at once), and the thumbnails' unit
+# rows (2 x 256 halfs).
+GRAPH_BYTES = 12 * 3 * (11 + 2 * 7) + 2 * 256 * 2
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def memory_needed(files: int, width: int, classes: int, device: torch.device) ->
     elif faiss_module() is None or files < APPROXIMATE_FROM:
         search = files * width * 4  # the blocked products' float32 copy
     else:
-        search = min(files, APPROXIMATE_FROM) * width * 4 + files * width  # a split exactly, or 8-bit vectors
+        search = min(files, APPROXIMATE_FROM) * width * 4 + files * (REDUCED + 8)  # a split exactly, or 8-bit codes
     return {
         "embeddings": files * width * HOST_DTYPE.itemsize,
         "search": search,

@@ -9,8 +9,9 @@ So the audit asks the embeddings only for candidates and settles each candidate 
    ``SHORTLIST_COSINE``: a crop keeps its meaning) and, as many again, by the correlation of small grey
    thumbnails, mirror image included, from ``SCREEN`` (a resized, re-compressed, recoloured or mirrored copy,
    whatever the network). The embeddings' nearest files are the audit's one neighbour graph (``neighbours.py``,
-   which the outliers read too); the thumbnails' come from the same search over them. Both search blocks of
-   files against each split, never an N x N matrix; in its own split, a file's nearest earlier file is looked
+   which the outliers read too); the thumbnails' come from the same search over them, the pictures and their
+   mirror images asking one index of the pictures, each file only its own and earlier splits. Both search blocks
+   of files against each split, never an N x N matrix; in its own split, a file's nearest earlier file is looked
    for among its ``NEIGHBOURS`` nearest.
    A file's real copy is never hidden behind another look-alike: every split gets its own nearest files. A pair
    whose mean colours differ by more than ``COLOUR`` is dropped: a copy keeps its colours.
@@ -47,7 +48,7 @@ from torchvision.transforms.v2 import functional as TF
 
 from ...core.device import one_thread
 from ...core.progress import meter
-from .neighbours import Neighbours, search
+from .neighbours import Neighbours, search, searches
 
 SIDE, SCREEN_SIDE = 32, 16  # thumbnail sides (pixels, squashed to a square) of the check and of the screen
 COARSE = "coarse"  # the band of plain pictures (step 3): at SIDE pixels, less a wider blur
@@ -248,14 +249,13 @@ def candidates(
     graph: Neighbours, thumbs: Thumbnails, splits: list[str], device: torch.device, show: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The pairs worth a check (module docstring, step 1): the later file of each, and the earlier one. The
-    embeddings' pairs come from the audit's one neighbour graph; the thumbnails' from a search of their own
-    (the picture and its mirror image against every picture)."""
+    embeddings' pairs come from the audit's one neighbour graph; the thumbnails' from a search of their own: the
+    pictures and their mirror images ask one index of the pictures, each file only its own and earlier splits."""
     plain = thumbnail_rows(thumbs, False)
-    codes = [earlier_pairs(graph, SHORTLIST_COSINE)]
-    for queries, what in ((plain, ""), (thumbnail_rows(thumbs, True), ", mirrored")):
-        found = search(plain, splits, NEIGHBOURS + 1, device, queries, show, f"audit: similar thumbnails{what}")
-        codes.append(earlier_pairs(found, SCREEN))  # the picture's and its mirror image's, each on its own
-        del found  # one search's graph at a time
+    asked = [plain, thumbnail_rows(thumbs, True)]
+    what = "audit: similar thumbnails, as is and mirrored"
+    found = searches(plain, splits, NEIGHBOURS + 1, device, asked, show, what, earlier=True)
+    codes = [earlier_pairs(graph, SHORTLIST_COSINE)] + [earlier_pairs(each, SCREEN) for each in found]
     codes = torch.cat(codes).unique()  # sorted
     return codes // len(splits), codes % len(splits)
 
@@ -383,7 +383,7 @@ def near_copies(
     ``graph``: the audit's neighbour graph of the embeddings (``neighbours.search``), or the unit embeddings."""
     device = device or torch.device("cpu")
     if isinstance(graph, torch.Tensor):
-        graph = search(graph, splits, NEIGHBOURS + 1, device)
+        graph = search(graph, splits, NEIGHBOURS + 1, device, earlier=True)  # for copies only: earlier splits
     later, earlier = candidates(graph, thumbs, splits, device, show)
     alike = (thumbs.chroma[later] - thumbs.chroma[earlier]).norm(dim=1) <= COLOUR  # a copy keeps its colours
     later, earlier = later[alike], earlier[alike]

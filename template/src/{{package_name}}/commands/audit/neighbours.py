@@ -11,24 +11,30 @@ Two ways to search, measured on 1,280-wide vectors (docs/audit.md, "At scale"):
   against a block of columns (contiguous slices: the files are in split order, so no column is ever gathered),
   into one product buffer made once. The one way on a GPU, where it is fastest.
 - ``faiss``: FAISS (``faiss-cpu``, in the ``audit`` extra where it installs) on the CPU: its exact ``IndexFlatIP``
-  for a split of fewer than ``APPROXIMATE_FROM`` files; for a larger one an inverted file (``IndexIVFFlat``) of the
-  vectors projected on their ``REDUCED`` main axes (the top eigenvectors of their second moment), about
-  ``LIST_SIZE`` vectors a list and ``NPROBE`` lists searched a query, so a query's cost does not grow with the
-  split and the whole search grows linearly; each query's ``RERANK`` best candidates there are then ranked by
-  their true cosines on the full vectors, so every similarity in the graph (and the CSVs) is exact. (The inverted
-  file of 8-bit full vectors it replaced, with ``4 sqrt(n)`` lists, grew as n^1.5: 2,184 s at 128,000 files.)
+  for a split of fewer than ``APPROXIMATE_FROM`` files; for a larger one an inverted file of the vectors projected
+  on their ``REDUCED`` main axes (the top eigenvectors of their second moment), one byte an axis
+  (``IndexIVFScalarQuantizer``, 8-bit: a query's scan reads a quarter of the bytes of float32 rows, and was 2.1
+  times as fast on 1.2 million vectors), about ``LIST_SIZE`` vectors a list and ``NPROBE`` lists searched a query,
+  so a query's cost does not grow with the split and the whole search grows linearly; each query's ``RERANK`` best
+  candidates there are then ranked by their true cosines on the full vectors, so every similarity in the graph
+  (and the CSVs) is exact. (The inverted file of 8-bit full vectors it replaced, with ``4 sqrt(n)`` lists, grew as
+  n^1.5: 2,184 s at 128,000 files.)
 
-Measured (``benchmarks/audit_scale.py``, synthetic 1,280-wide embeddings in 1,000 classes, a 2-core Xeon shared
-with other jobs): 128,000 files 104 s (load 0.5; 374 s at load 10; was 2,184 s), 1.8 GB peak; 1.28 million
-files 977 s (load 3 to 10), 6.9 GB peak, the embeddings included. Every cosine within 1e-6 of the true one;
-every planted copy proposed (128,000) and every planted outlier found; 76 % (128,000) and 49 % (1.28 M) of the exact 11
-nearest of a sample: synthetic embeddings are the worst case, their noise spread evenly over all 1,280
-dimensions, which 128 axes cannot hold (real embeddings keep most of their spread in few axes).
+Each split is made searchable once for every set of queries (``searches``: the thumbnails and their mirror images
+ask one index), and a search for copies asks only a file's own and earlier splits (``earlier``).
+
+Measured (``benchmarks/audit_scale.py``, synthetic 1,280-wide embeddings in 1,000 classes, a 2-core Xeon): 1.28
+million files 596 s at 6.4 GB peak, the embeddings included (977 s at load 3 to 10 and 679 s at load 1 with float32
+lists); 128,000 files 104 s (float32 lists, load 0.5). Every cosine within 1e-6 of the true one; every planted copy
+proposed and every planted outlier found; 76 % (128,000) and 49 % (1.28 M) of the exact 11 nearest of a sample:
+synthetic embeddings are the worst case, their noise spread evenly over all 1,280 dimensions, which 128 axes cannot
+hold (real embeddings keep most of their spread in few axes).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,16 +91,43 @@ def search(
     queries: torch.Tensor | None = None,
     show: bool = False,
     what: str = "audit: nearest neighbours",
+    earlier: bool = False,
 ) -> Neighbours:
-    """Each query's (default: each file's) ``k`` most similar ``vectors`` of each split; unit rows. Blocked
-    products on ``device`` (``exact``); on the CPU, FAISS where installed and a split holds ``APPROXIMATE_FROM``
-    files or more (measured: the blocked products are 4.6 times as fast as FAISS's exact index at 8,000 files,
-    and only an approximate index searches a million files on a CPU in minutes)."""
+    """Each query's (default: each file's) ``k`` most similar ``vectors`` of each split; unit rows (``searches``
+    with one set of queries)."""
+    return searches(vectors, splits, k, device, [vectors if queries is None else queries], show, what, earlier)[0]
+
+
+def searches(
+    vectors: torch.Tensor,
+    splits: list[str],
+    k: int,
+    device: torch.device,
+    query_sets: Sequence[torch.Tensor],
+    show: bool = False,
+    what: str = "audit: nearest neighbours",
+    earlier: bool = False,
+) -> list[Neighbours]:
+    """For each set of queries, each query's ``k`` most similar ``vectors`` of each split; unit rows. Each split
+    is made searchable once for every set (the thumbnails and their mirror images ask the same index). Where
+    ``earlier``, the queries are the files' own rows in their order, and each searches only its own split and the
+    splits before it (a near copy's earlier file is never in a later split): the rest stay empty (-1).
+    Blocked products on ``device`` (``exact``); on the CPU, FAISS where installed and a split holds
+    ``APPROXIMATE_FROM`` files or more (measured: the blocked products are 4.6 times as fast as FAISS's exact
+    index at 8,000 files, and only an approximate index searches a million files on a CPU in minutes)."""
     starts = split_starts(splits)
+    if earlier and any(len(asked) != len(vectors) for asked in query_sets):
+        raise ValueError("earlier splits only: the queries must be the files' own rows")  # a caller's mistake
+    firsts = [starts[group] if earlier else 0 for group in range(len(starts) - 1)]
     largest = max(right - left for left, right in itertools.pairwise(starts))
     if device.type == "cpu" and largest >= APPROXIMATE_FROM and faiss_module() is not None:
-        return by_faiss(vectors, starts, k, queries, show, what)
-    return exact(vectors, starts, k, device, queries, show, what)
+        return by_faiss(vectors, starts, k, query_sets, firsts, show, what)
+    return exact(vectors, starts, k, device, query_sets, firsts, show, what)
+
+
+def empty_graph(count: int, groups: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A graph's indices (-1) and cosines (``-inf``) before any split is searched: N x splits x k."""
+    return torch.full((count, groups, k), -1, dtype=torch.long), torch.full((count, groups, k), float("-inf"))
 
 
 def exact(
@@ -102,31 +135,35 @@ def exact(
     starts: list[int],
     k: int,
     device: torch.device,
-    queries: torch.Tensor | None = None,
+    query_sets: Sequence[torch.Tensor] | None = None,
+    firsts: list[int] | None = None,
     show: bool = False,
     what: str = "audit: nearest neighbours",
-) -> Neighbours:
-    """Blocked matrix products with ``topk`` (module docstring). ``vectors`` may live on the host in float16:
-    they go to the device once (float16 on a GPU, float32 on the CPU, whose half-precision products are slow)."""
+) -> list[Neighbours]:
+    """Blocked matrix products with ``topk`` (module docstring); each split searched from query row ``firsts``
+    (default: all). ``vectors`` may live on the host in float16: they go to the device once (float16 on a GPU,
+    float32 on the CPU, whose half-precision products are slow)."""
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     base = vectors.to(device, dtype)
-    asked = base if queries is None else queries.to(device, dtype)
-    count, groups = len(asked), len(starts) - 1
-    index = torch.full((count, groups, k), -1, dtype=torch.long)
-    similarity = torch.full((count, groups, k), float("-inf"))
+    query_sets = [vectors] if query_sets is None else query_sets
+    groups = len(starts) - 1
+    firsts = firsts or [0] * groups
+    graphs = [empty_graph(len(asked), groups, k) for asked in query_sets]
     product = torch.empty(ROWS, min(COLUMNS, max(len(base), 1)), device=device, dtype=dtype)  # made once
-    shown = meter(what, count, show, "files")
+    shown = meter(what, sum(len(asked) - first for asked in query_sets for first in firsts), show, "files")
     try:
-        for top in range(0, count, ROWS):
-            rows = asked[top : top + ROWS]  # a slice: a view, no copy
+        for queries, (index, similarity) in zip(query_sets, graphs, strict=True):
+            asked = base if queries is vectors else queries.to(device, dtype)
             for group in range(groups):
-                values, where = best_of_split(rows, base, (starts[group], starts[group + 1]), k, product)
-                index[top : top + len(rows), group, : where.shape[1]] = where.cpu()
-                similarity[top : top + len(rows), group, : values.shape[1]] = values.float().cpu()
-            shown.update(len(rows))
+                for top in range(firsts[group], len(asked), ROWS):
+                    rows = asked[top : top + ROWS]  # a slice: a view, no copy
+                    values, where = best_of_split(rows, base, (starts[group], starts[group + 1]), k, product)
+                    index[top : top + len(rows), group, : where.shape[1]] = where.cpu()
+                    similarity[top : top + len(rows), group, : values.shape[1]] = values.float().cpu()
+                    shown.update(len(rows))
     finally:
         shown.close()
-    return Neighbours(index, similarity, starts, "exact search (matrix products)")
+    return [Neighbours(index, similarity, starts, "exact search (matrix products)") for index, similarity in graphs]
 
 
 def best_of_split(
@@ -159,49 +196,59 @@ def by_faiss(
     vectors: torch.Tensor,
     starts: list[int],
     k: int,
-    queries: torch.Tensor | None,
-    show: bool,
-    what: str,
-) -> Neighbours:
-    """FAISS on the CPU, one index a split (module docstring): exact below ``APPROXIMATE_FROM`` files, else an
-    inverted file of the vectors projected on their ``REDUCED`` main axes, whose ``RERANK`` best candidates a
-    query are then ranked by their true cosines. Queries go in chunks of ``FAISS_CHUNK`` rows."""
+    query_sets: Sequence[torch.Tensor] | None = None,
+    firsts: list[int] | None = None,
+    show: bool = False,
+    what: str = "audit: nearest neighbours",
+) -> list[Neighbours]:
+    """FAISS on the CPU, one index a split made once for every set of queries (module docstring): exact below
+    ``APPROXIMATE_FROM`` files, else an inverted file of the vectors projected on their ``REDUCED`` main axes,
+    whose ``RERANK`` best candidates a query are then ranked by their true cosines. Each split is searched from
+    query row ``firsts`` (default: all), ``FAISS_CHUNK`` rows at a time."""
     import faiss
 
     faiss.omp_set_num_threads(torch.get_num_threads())  # torch's share of the cores, not every core of the node
-    asked = vectors if queries is None else queries
-    count, groups = len(asked), len(starts) - 1
-    index = torch.full((count, groups, k), -1, dtype=torch.long)
-    similarity = torch.full((count, groups, k), float("-inf"))
+    query_sets = [vectors] if query_sets is None else query_sets
+    groups = len(starts) - 1
+    firsts = firsts or [0] * groups
+    graphs = [empty_graph(len(asked), groups, k) for asked in query_sets]
     sizes = [starts[g + 1] - starts[g] for g in range(groups)]
     axes = main_axes(vectors, REDUCED) if max(sizes) >= APPROXIMATE_FROM else None
-    shown = meter(what, count * groups, show, "files")
+    shown = meter(what, sum(len(asked) - first for asked in query_sets for first in firsts), show, "files")
     try:
         for group in range(groups):
             part = vectors[starts[group] : starts[group + 1]]
-            reduced = axes is not None and len(part) >= APPROXIMATE_FROM
-            searcher = reduced_index(faiss, part, axes) if reduced else flat_index(faiss, part)
-            for top in range(0, count, FAISS_CHUNK):
-                rows = asked[top : top + FAISS_CHUNK]
-                if reduced:
-                    found, values = reranked(searcher, rows, part, axes, k)
-                else:
-                    scored, where = searcher.search(np.ascontiguousarray(rows.float().numpy()), min(k, len(part)))
-                    found, values = torch.from_numpy(where), torch.from_numpy(scored)
-                index[top : top + len(rows), group, : found.shape[1]] = torch.where(
-                    found >= 0, found + starts[group], -1
-                )
-                similarity[top : top + len(rows), group, : found.shape[1]] = torch.where(
-                    found >= 0, values, float("-inf")
-                )
-                shown.update(len(rows))
+            reduced = axes if axes is not None and len(part) >= APPROXIMATE_FROM else None
+            searcher = reduced_index(faiss, part, reduced) if reduced is not None else flat_index(faiss, part)
+            for asked, (index, similarity) in zip(query_sets, graphs, strict=True):
+                for top in range(firsts[group], len(asked), FAISS_CHUNK):
+                    rows = asked[top : top + FAISS_CHUNK]
+                    found, values = faiss_best(searcher, rows, part, reduced, k)
+                    index[top : top + len(rows), group, : found.shape[1]] = torch.where(
+                        found >= 0, found + starts[group], -1
+                    )
+                    similarity[top : top + len(rows), group, : found.shape[1]] = torch.where(
+                        found >= 0, values, float("-inf")
+                    )
+                    shown.update(len(rows))
             del searcher
     finally:
         shown.close()
-    if axes is None:
-        return Neighbours(index, similarity, starts, "FAISS exact search")
-    kind = f"FAISS inverted file on {axes.shape[1]} main axes, {NPROBE} lists searched, {RERANK} re-ranked exactly"
-    return Neighbours(index, similarity, starts, kind)
+    kind = "FAISS exact search"
+    if axes is not None:
+        kind = f"FAISS inverted file on {axes.shape[1]} main axes (8-bit), {NPROBE} lists searched, {RERANK} re-ranked"
+    return [Neighbours(index, similarity, starts, kind) for index, similarity in graphs]
+
+
+def faiss_best(
+    searcher: object, rows: torch.Tensor, part: torch.Tensor, axes: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's ``k`` best of a split's vectors by ``searcher``: re-ranked on the full vectors where the index
+    holds them projected on ``axes`` (``reranked``), else as FAISS's exact index ranks them."""
+    if axes is not None:
+        return reranked(searcher, rows, part, axes, k)
+    scored, where = searcher.search(np.ascontiguousarray(rows.float().numpy()), min(k, len(part)))  # type: ignore[attr-defined]
+    return torch.from_numpy(where), torch.from_numpy(scored)
 
 
 def flat_index(faiss: object, part: torch.Tensor) -> object:
@@ -231,12 +278,20 @@ def projected(rows: torch.Tensor, axes: torch.Tensor) -> np.ndarray:
 
 def reduced_index(faiss: object, part: torch.Tensor, axes: torch.Tensor) -> object:
     """A split's projected vectors in an inverted file of about ``LIST_SIZE`` vectors a list (so a query scans a
-    constant number of vectors however large the split), its lists found by FAISS's k-means (seeded) on an evenly
-    spaced sample of ``TRAIN_PER_LIST`` vectors a list."""
+    constant number of vectors however large the split), each kept as one byte an axis (FAISS's 8-bit scalar
+    quantizer: a scan reads a quarter of the bytes, and the scan is what a query costs; the re-rank makes every
+    cosine exact again), its lists found by FAISS's k-means (seeded) on an evenly spaced sample of
+    ``TRAIN_PER_LIST`` vectors a list, which also gives each axis' range."""
     width = axes.shape[1]
     lists = max(1, len(part) // LIST_SIZE)
     quantizer = faiss.IndexFlatIP(width)  # type: ignore[attr-defined]
-    searcher = faiss.IndexIVFFlat(quantizer, width, lists, faiss.METRIC_INNER_PRODUCT)  # type: ignore[attr-defined]
+    searcher = faiss.IndexIVFScalarQuantizer(  # type: ignore[attr-defined]
+        quantizer,
+        width,
+        lists,
+        faiss.ScalarQuantizer.QT_8bit,
+        faiss.METRIC_INNER_PRODUCT,  # type: ignore[attr-defined]
+    )
     searcher.cp.seed = 0  # k-means' starting centroids: the same lists every run
     sample = part[:: max(1, len(part) // (TRAIN_PER_LIST * lists))][: TRAIN_PER_LIST * lists]
     searcher.train(projected(sample, axes))
