@@ -7,6 +7,9 @@ build one in a temporary folder from this checkout's files.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +49,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.outcome = "failed"
         report.longrepr = f"skipped under TORCH_SCAFFOLD_GPU_CHECK=1, where a skip has checked nothing: {reason}"
     return report
+
+
+# make test's costliest files (CPU-seconds, tests/cpu_accounting.py), most first. xdist's --dist loadfile hands
+# files out in collection order; alphabetical order left the copier-update files (test_update*) for the end, where
+# fewer busy workers than cores made the run 40 s longer. Handed out first, they run beside the many small files.
+COSTLIEST_FIRST = (
+    "test_update_edges.py",
+    "test_scaffold_cli.py",
+    "test_gpu_check.py",
+    "test_matrix.py",
+    "test_status.py",
+    "test_update_move_0_10.py",
+    "test_update_move_0_13.py",
+    "test_migrations.py",
+    "test_update.py",
+    "test_change_guide.py",
+    "test_questions.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The costliest files first (``COSTLIEST_FIRST``); every other file, and each file's tests, in their order."""
+    rank = {name: place for place, name in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -111,22 +138,49 @@ def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_template_repo(tmp_path_factory.mktemp("template") / "repo")
 
 
+# Projects rendered in this test process, by (template, commit, answers): a pristine copy of each first render. A
+# second project of the same template commit and answers is that copy (copier renders the same bytes again: about
+# 3 CPU-seconds a project, and the update tests make dozens of such projects). Removed when the process ends.
+RENDERED: dict[tuple[str, str, str], Path] = {}
+
+
 def generate(template: Path, dest: Path, vcs_ref: str = "v1", **answers: object) -> Path:
     """copier's Python API, non-interactive, as a user's script would call it; the default names unless
-    ``project_name`` is answered."""
+    ``project_name`` is answered. A render of a clean template commit is kept (``RENDERED``) and copied after."""
     from copier import run_copy  # here: the GPU suite runs where copier is not (make gpu-check, GPU_PROJECT)
 
-    run_copy(
-        str(template),
-        dest,
-        # A given project_name derives the slug and package name, as for a user (the defaults name "X"'s).
-        data={**({} if "project_name" in answers else DEFAULT_ANSWERS), **answers},
-        defaults=True,
-        unsafe=True,
-        quiet=True,
-        vcs_ref=vcs_ref,
-    )
+    # A given project_name derives the slug and package name, as for a user (the defaults name "X"'s).
+    data = {**({} if "project_name" in answers else DEFAULT_ANSWERS), **answers}
+    key = render_key(template, vcs_ref, data)
+    if key is not None and key in RENDERED:
+        shutil.copytree(RENDERED[key], dest, symlinks=True, dirs_exist_ok=True)
+        return dest
+    run_copy(str(template), dest, data=data, defaults=True, unsafe=True, quiet=True, vcs_ref=vcs_ref)
+    if key is not None:
+        RENDERED[key] = Path(tempfile.mkdtemp(prefix="rendered-", dir=rendered_root())) / "project"
+        shutil.copytree(dest, RENDERED[key], symlinks=True)
     return dest
+
+
+def render_key(template: Path, vcs_ref: str, data: dict[str, object]) -> tuple[str, str, str] | None:
+    """What a render depends on: the template, the commit ``vcs_ref`` names, the answers. None (not kept) where
+    the template is no git repository or has uncommitted changes (copier renders those too)."""
+    try:
+        commit = git(template, "rev-parse", "--verify", "--quiet", f"{vcs_ref}^{{commit}}").strip()
+        dirty = git(template, "status", "--porcelain", "--untracked-files=all")
+    except (subprocess.CalledProcessError, OSError):
+        return None
+    if not commit or dirty:
+        return None
+    return str(Path(template).resolve()), commit, json.dumps(data, sort_keys=True, default=str)
+
+
+@functools.cache
+def rendered_root() -> Path:
+    """A folder for this process's kept renders, removed when the process ends."""
+    root = Path(tempfile.mkdtemp(prefix="torch-scaffold-renders-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 def copier_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
