@@ -20,9 +20,11 @@ from typing import Any
 
 import yaml
 from copier.errors import CopierError
+from packaging.version import Version
 
 from .drift import Status, status
 from .project import ProjectError
+from .releases import parse_release
 
 EXIT = {"newest": 0, "behind": 1, "error": 1, "findings": 3, "conflict": 4}
 STATES = ("conflict", "error", "findings", "behind", "newest")  # the order a summary counts them in
@@ -94,7 +96,7 @@ def choices(answers: dict[str, Any]) -> dict[str, Any]:
 # Choices that joined a multiselect question after their files were in every project, and the release they
 # joined in: a project of an earlier release holds them though its recorded answer cannot name them (its next
 # update adds them to the answer: migrations/add_parts.py).
-JOINED_LATER = {"shards": (0, 16, 0), "gpu_decode": (0, 16, 0)}
+JOINED_LATER = {"shards": Version("0.16.0"), "gpu_decode": Version("0.16.0")}
 
 
 def parts(answers: dict[str, Any], release: str | None = None) -> dict[str, bool]:
@@ -103,19 +105,13 @@ def parts(answers: dict[str, Any], release: str | None = None) -> dict[str, bool
     ``release`` came before the choice existed (``JOINED_LATER``). A project answered before the question has
     none of its choices here: it holds the parts as its release made them."""
     found = {key: value for key, value in answers.items() if isinstance(value, bool)}
-    made = release_tuple(release)
+    made = parse_release(release) if release else None
     for key, options in multiselect_choices().items():
         chosen = answers.get(key)
         if isinstance(chosen, list):
             older = {option for option in options if made is not None and made < JOINED_LATER.get(option, made)}
             found |= {option: option in chosen or option in older for option in options}
     return found
-
-
-def release_tuple(release: str | None) -> tuple[int, int, int] | None:
-    """``v0.15.1`` or ``v0.15.1-3-gabc1234`` (copier's _commit) as (0, 15, 1); None for a bare commit."""
-    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", release or "")
-    return tuple(int(part) for part in match.groups()) if match else None  # type: ignore[return-value]
 
 
 @cache
